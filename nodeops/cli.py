@@ -1,0 +1,58 @@
+"""The `nodeops` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from nodeops import __version__
+
+
+def _sim_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sim = sub.add_parser("sim", help="the simulated cluster")
+    sim_sub = sim.add_subparsers(dest="sim_command", required=True)
+    serve = sim_sub.add_parser(
+        "serve",
+        help="serve a simulated Kubernetes cluster on loopback until SIGINT/SIGTERM",
+        description="Serve a simulated Kubernetes API server with simulated kubelet, "
+        "scheduler, workload controllers and cloud, and write a kubeconfig for it.",
+    )
+    serve.add_argument("--nodes", type=int, default=3, help="nodes outside any scenario group")
+    serve.add_argument("--pods-per-node", type=int, default=0, help="pods on each of those nodes")
+    serve.add_argument("--scenario", help="a scenario YAML file describing the cluster")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    serve.add_argument("--kubeconfig-out", default="sim.kubeconfig", help="where to write it")
+    serve.add_argument("--time-scale", type=float, default=None, help="simulated s per wall s")
+    serve.add_argument("--faults", default=None, help="fault injection spec")
+    serve.add_argument("--seed", type=int, default=0)
+    serve.add_argument("--auth", action="store_true", help="require bearer tokens")
+    serve.add_argument("--rbac", action="store_true", help="enforce RBAC (implies --auth)")
+    serve.add_argument(
+        "--instant", action="store_true", help="kubelet starts and stops pods at once"
+    )
+    serve.add_argument("--no-controllers", action="store_true", help="serve the API only")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="nodeops", description="Node operations for Kubernetes.")
+    parser.add_argument("--version", action="version", version=f"nodeops {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _sim_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "sim" and args.sim_command == "serve":
+        from nodeops.sim.serve import serve_from_args
+
+        return serve_from_args(args)
+    parser.error("unknown command")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

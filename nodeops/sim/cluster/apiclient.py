@@ -1,0 +1,590 @@
+"""A small asynchronous Kubernetes API client for the simulated cluster's control loops.
+
+The loops must talk to the API server exactly as kubelet, scheduler and controller-manager do
+(same paths, verbs, subresources, resourceVersion preconditions), so that everything the operator
+observes was produced over the real protocol. This client is deliberately independent of the
+operator's own runtime: the simulator must not test the operator with the operator's code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import quote
+
+import aiohttp
+import orjson
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+PatchType = Literal["merge", "strategic", "json"]
+
+_PATCH_CONTENT_TYPES: dict[str, str] = {
+    "merge": "application/merge-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "json": "application/json-patch+json",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """Where a kind lives in the REST tree."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(
+        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
+    ) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{quote(namespace, safe='')}"
+        base += f"/{self.plural}"
+        if name is not None:
+            base += f"/{quote(name, safe='')}"
+            if subresource:
+                base += f"/{subresource}"
+        return base
+
+
+PODS = Resource("", "v1", "pods", "Pod", True)
+NODES = Resource("", "v1", "nodes", "Node", False)
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", False)
+LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
+REPLICASETS = Resource("apps", "v1", "replicasets", "ReplicaSet", True)
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", True)
+STATEFULSETS = Resource("apps", "v1", "statefulsets", "StatefulSet", True)
+DAEMONSETS = Resource("apps", "v1", "daemonsets", "DaemonSet", True)
+PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True)
+
+KNOWN_RESOURCES: tuple[Resource, ...] = (
+    PODS,
+    NODES,
+    NAMESPACES,
+    LEASES,
+    REPLICASETS,
+    DEPLOYMENTS,
+    STATEFULSETS,
+    DAEMONSETS,
+    PDBS,
+)
+
+
+def resource_for(api_version: str, kind: str) -> Resource | None:
+    """The resource of an ownerReference's (apiVersion, kind), when it is one we know."""
+    for r in KNOWN_RESOURCES:
+        if r.kind == kind and r.api_version == api_version:
+            return r
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors
+
+
+class ApiError(Exception):
+    """A failed request, carrying the server's `Status` so callers can branch on its reason."""
+
+    code: int = 0
+
+    def __init__(self, code: int, status: Mapping[str, Any] | None, method: str, path: str):
+        self.code = code
+        self.status: dict[str, Any] = dict(status or {})
+        self.reason: str = str(self.status.get("reason") or "")
+        self.message: str = str(self.status.get("message") or "")
+        self.method = method
+        self.path = path
+        super().__init__(f"{method} {path}: {code} {self.reason}: {self.message}")
+
+    @property
+    def retry_after(self) -> float | None:
+        details = self.status.get("details") or {}
+        value = details.get("retryAfterSeconds")
+        return float(value) if value is not None else None
+
+
+class BadRequest(ApiError):
+    pass
+
+
+class Unauthorized(ApiError):
+    pass
+
+
+class Forbidden(ApiError):
+    pass
+
+
+class NotFound(ApiError):
+    pass
+
+
+class MethodNotAllowed(ApiError):
+    pass
+
+
+class Conflict(ApiError):
+    """409 Conflict: a stale resourceVersion or a failed precondition."""
+
+
+class AlreadyExists(Conflict):
+    """409 AlreadyExists: subclass of Conflict because both are the same HTTP code."""
+
+
+class Gone(ApiError):
+    """410: the requested resourceVersion is older than the server's history."""
+
+
+class Invalid(ApiError):
+    pass
+
+
+class TooManyRequests(ApiError):
+    """429: throttled, or an eviction refused by a PodDisruptionBudget."""
+
+
+class ServerError(ApiError):
+    pass
+
+
+def _error_class(code: int, reason: str) -> type[ApiError]:
+    if code == 409:
+        return AlreadyExists if reason == "AlreadyExists" else Conflict
+    by_code: dict[int, type[ApiError]] = {
+        400: BadRequest,
+        401: Unauthorized,
+        403: Forbidden,
+        404: NotFound,
+        405: MethodNotAllowed,
+        410: Gone,
+        422: Invalid,
+        429: TooManyRequests,
+    }
+    if code in by_code:
+        return by_code[code]
+    return ServerError if code >= 500 else ApiError
+
+
+def error_from_status(code: int, status: Mapping[str, Any] | None, method: str, path: str) -> ApiError:
+    reason = str((status or {}).get("reason") or "")
+    return _error_class(code, reason)(code, status, method, path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Watch
+
+
+@dataclass(slots=True)
+class WatchEvent:
+    """One watch event. `RELISTED` carries a fresh full list after the watch expired (410)."""
+
+    type: str
+    object: Obj
+    items: list[Obj] | None = None
+
+
+ADDED = "ADDED"
+MODIFIED = "MODIFIED"
+DELETED = "DELETED"
+RELISTED = "RELISTED"
+
+
+@dataclass(slots=True)
+class ListResult:
+    items: list[Obj]
+    resource_version: str
+
+
+class Watch:
+    """An endless watch from a resourceVersion, as an async iterator.
+
+    It resumes from the last seen resourceVersion (bookmarks move it forward) whenever a stream
+    ends, and when the server says that version is gone (410) it relists and yields a single
+    `RELISTED` event with the full list, because only the consumer knows what it had cached.
+    """
+
+    def __init__(
+        self,
+        client: ApiClient,
+        resource: Resource,
+        *,
+        resource_version: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> None:
+        self._client = client
+        self._resource = resource
+        self.resource_version = resource_version
+        self._namespace = namespace
+        self._label_selector = label_selector
+        self._field_selector = field_selector
+        self._timeout_seconds = timeout_seconds
+        self._stream: AsyncIterator[WatchEvent] | None = None
+        self._failures = 0
+
+    def __aiter__(self) -> Watch:
+        return self
+
+    async def aclose(self) -> None:
+        """Close the open stream now rather than when the generator is collected."""
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            await stream.aclose()  # type: ignore[attr-defined]
+
+    async def __anext__(self) -> WatchEvent:
+        while True:
+            if self._stream is None:
+                self._stream = self._open()
+            try:
+                return await self._stream.__anext__()
+            except StopAsyncIteration:
+                self._stream = None
+            except Gone:
+                self._stream = None
+                return await self._relist()
+            except (aiohttp.ClientError, TimeoutError, ApiError, ValueError) as exc:
+                self._stream = None
+                if isinstance(exc, ApiError) and exc.code in (401, 403, 404):
+                    raise
+                self._failures += 1
+                delay = min(5.0, 0.05 * 2 ** min(self._failures, 7)) * random.uniform(0.8, 1.2)
+                log.debug("watch %s failed (%s), resuming in %.2fs", self._resource.plural, exc, delay)
+                await asyncio.sleep(delay)
+
+    async def _relist(self) -> WatchEvent:
+        result = await self._client.list(
+            self._resource,
+            self._namespace,
+            label_selector=self._label_selector,
+            field_selector=self._field_selector,
+        )
+        self.resource_version = result.resource_version
+        return WatchEvent(RELISTED, {}, result.items)
+
+    async def _open(self) -> AsyncIterator[WatchEvent]:
+        params: dict[str, str] = {
+            "watch": "true",
+            "allowWatchBookmarks": "true",
+            "resourceVersion": self.resource_version,
+            "timeoutSeconds": str(int(self._timeout_seconds * random.uniform(1.0, 1.2))),
+        }
+        if self._label_selector:
+            params["labelSelector"] = self._label_selector
+        if self._field_selector:
+            params["fieldSelector"] = self._field_selector
+        path = self._resource.path(self._namespace)
+        async with self._client.stream(path, params) as resp:
+            buf = b""
+            async for chunk in resp.content.iter_any():
+                buf += chunk
+                while True:
+                    nl = buf.find(b"\n")
+                    if nl < 0:
+                        break
+                    line, buf = buf[:nl], buf[nl + 1 :]
+                    if not line.strip():
+                        continue
+                    ev = orjson.loads(line)
+                    etype = ev.get("type")
+                    obj = ev.get("object") or {}
+                    if etype == "ERROR":
+                        code = int(obj.get("code") or 500)
+                        raise error_from_status(code, obj, "WATCH", path)
+                    rv = (obj.get("metadata") or {}).get("resourceVersion")
+                    if rv:
+                        self.resource_version = rv
+                    self._failures = 0
+                    if etype == "BOOKMARK":
+                        continue
+                    yield WatchEvent(etype, obj)
+
+
+# ---------------------------------------------------------------------------------------------
+# Client
+
+
+class _Stream:
+    def __init__(self, client: ApiClient, path: str, params: dict[str, str]) -> None:
+        self._client = client
+        self._path = path
+        self._params = params
+        self._resp: aiohttp.ClientResponse | None = None
+
+    async def __aenter__(self) -> aiohttp.ClientResponse:
+        session = self._client.session
+        resp = await session.get(
+            self._client.base_url + self._path,
+            params=self._params,
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=None),
+        )
+        if resp.status >= 400:
+            body = await resp.read()
+            resp.release()
+            raise error_from_status(resp.status, _status_of(body), "WATCH", self._path)
+        self._resp = resp
+        return resp
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._resp is not None:
+            self._resp.close()
+
+
+def _status_of(body: bytes) -> dict[str, Any] | None:
+    try:
+        data = orjson.loads(body) if body else None
+    except orjson.JSONDecodeError:
+        return {"message": body[:200].decode(errors="replace")}
+    return data if isinstance(data, dict) else None
+
+
+class ApiClient:
+    """One aiohttp session per component, identified by its User-Agent like real components."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        *,
+        component: str = "cluster",
+        max_connections: int = 64,
+        request_timeout: float = 30.0,
+        throttle_retries: int = 8,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.component = component
+        self._token = token
+        self._max_connections = max_connections
+        self._timeout = aiohttp.ClientTimeout(total=request_timeout)
+        self._throttle_retries = throttle_retries
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            headers = {"User-Agent": f"nodeops-sim/{self.component}", "Accept": "application/json"}
+            if self._token:
+                headers["Authorization"] = f"Bearer {self._token}"
+            self._session = aiohttp.ClientSession(
+                headers=headers,
+                connector=aiohttp.TCPConnector(limit=self._max_connections),
+                json_serialize=lambda o: orjson.dumps(o).decode(),
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def __aenter__(self) -> ApiClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def stream(self, path: str, params: dict[str, str]) -> _Stream:
+        return _Stream(self, path, params)
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> Obj:
+        """Send one request; 429s are retried after the server's Retry-After, like client-go.
+
+        Other failures are raised, so each loop decides whether to requeue, refetch or drop.
+        """
+        data = orjson.dumps(body) if body is not None else None
+        headers = {"Content-Type": content_type} if data is not None else None
+        attempt = 0
+        while True:
+            async with self.session.request(
+                method,
+                self.base_url + path,
+                params=params,
+                data=data,
+                headers=headers,
+                timeout=self._timeout,
+            ) as resp:
+                raw = await resp.read()
+                if resp.status < 400:
+                    result = orjson.loads(raw) if raw else {}
+                    return result if isinstance(result, dict) else {"items": result}
+                err = error_from_status(resp.status, _status_of(raw), method, path)
+                retry_header = resp.headers.get("Retry-After")
+            # An eviction refused by a PDB is a 429 too, but it is an answer, not throttling.
+            throttled = isinstance(err, TooManyRequests) and not path.endswith("/eviction")
+            if not throttled or attempt >= self._throttle_retries:
+                raise err
+            attempt += 1
+            delay = err.retry_after
+            if delay is None and retry_header:
+                try:
+                    delay = float(retry_header)
+                except ValueError:
+                    delay = None
+            await asyncio.sleep((delay if delay is not None else 0.1 * attempt) * random.uniform(1, 1.2))
+
+    # -- verbs ----------------------------------------------------------------------------------
+
+    async def get(self, resource: Resource, name: str, namespace: str | None = None) -> Obj:
+        return await self.request("GET", resource.path(namespace, name))
+
+    async def list(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int = 500,
+    ) -> ListResult:
+        """The full list, paginated; restarted from scratch if a continue token expires."""
+        while True:
+            items: list[Obj] = []
+            params: dict[str, str] = {"limit": str(limit)}
+            if label_selector:
+                params["labelSelector"] = label_selector
+            if field_selector:
+                params["fieldSelector"] = field_selector
+            try:
+                while True:
+                    page = await self.request("GET", resource.path(namespace), params=params)
+                    items.extend(page.get("items") or [])
+                    meta = page.get("metadata") or {}
+                    token = meta.get("continue")
+                    if not token:
+                        return ListResult(items, str(meta.get("resourceVersion") or ""))
+                    params["continue"] = token
+            except Gone:
+                if "continue" not in params:
+                    raise
+                log.debug("list %s: continue token expired, relisting", resource.plural)
+
+    async def create(
+        self,
+        resource: Resource,
+        body: Obj,
+        namespace: str | None = None,
+        *,
+        name: str | None = None,
+        subresource: str | None = None,
+    ) -> Obj:
+        """POST to the collection, or to a subresource of `name` (binding, eviction)."""
+        ns = namespace if namespace is not None else (body.get("metadata") or {}).get("namespace")
+        path = resource.path(ns, name, subresource) if name else resource.path(ns)
+        return await self.request("POST", path, body=body)
+
+    async def update(self, resource: Resource, body: Obj, *, subresource: str | None = None) -> Obj:
+        """PUT; the body's resourceVersion makes it a compare-and-swap."""
+        meta = body.get("metadata") or {}
+        path = resource.path(meta.get("namespace"), meta["name"], subresource)
+        return await self.request("PUT", path, body=body)
+
+    async def update_status(self, resource: Resource, body: Obj) -> Obj:
+        return await self.update(resource, body, subresource="status")
+
+    async def patch(
+        self,
+        resource: Resource,
+        name: str,
+        patch: Any,
+        namespace: str | None = None,
+        *,
+        patch_type: PatchType = "merge",
+        subresource: str | None = None,
+    ) -> Obj:
+        return await self.request(
+            "PATCH",
+            resource.path(namespace, name, subresource),
+            body=patch,
+            content_type=_PATCH_CONTENT_TYPES[patch_type],
+        )
+
+    async def delete(
+        self,
+        resource: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        grace_period_seconds: int | None = None,
+        propagation_policy: str | None = None,
+        uid: str | None = None,
+        resource_version: str | None = None,
+    ) -> Obj:
+        """DELETE with DeleteOptions; `uid`/`resource_version` become preconditions."""
+        options: Obj = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        if propagation_policy is not None:
+            options["propagationPolicy"] = propagation_policy
+        pre: dict[str, str] = {}
+        if uid:
+            pre["uid"] = uid
+        if resource_version:
+            pre["resourceVersion"] = resource_version
+        if pre:
+            options["preconditions"] = pre
+        return await self.request("DELETE", resource.path(namespace, name), body=options)
+
+    async def evict(
+        self, name: str, namespace: str, *, grace_period_seconds: int | None = None
+    ) -> Obj:
+        body: Obj = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        if grace_period_seconds is not None:
+            body["deleteOptions"] = {"gracePeriodSeconds": grace_period_seconds}
+        return await self.create(PODS, body, namespace, name=name, subresource="eviction")
+
+    async def bind(self, name: str, namespace: str, node: str, uid: str | None = None) -> Obj:
+        meta: Obj = {"name": name, "namespace": namespace}
+        if uid:
+            meta["uid"] = uid
+        body: Obj = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": meta,
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        return await self.create(PODS, body, namespace, name=name, subresource="binding")
+
+    def watch(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        resource_version: str,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> Watch:
+        return Watch(
+            self,
+            resource,
+            resource_version=resource_version,
+            namespace=namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            timeout_seconds=timeout_seconds,
+        )

@@ -1,0 +1,341 @@
+"""The scheduler: binds pending pods to nodes through the `binding` subresource.
+
+It keeps per-node usage incrementally from pod events rather than summing pods per decision, and
+with thousands of nodes it stops looking once it has found as many feasible nodes as
+kube-scheduler would (`percentageOfNodesToScore`), rotating the starting node so that load
+spreads. Pods that fit nowhere wait until a node or a pod changes in a way that could free room.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from typing import Any
+
+from nodeops.sim.clock import Clock
+from nodeops.sim.cluster.apiclient import PODS, ApiClient, Conflict, NotFound, Obj
+from nodeops.sim.cluster.informer import Informer, Key, key_of
+from nodeops.sim.cluster.runtime import supervise
+from nodeops.sim.cluster.scheduling import (
+    DEFAULT_SCHEDULER,
+    NodeUsage,
+    is_deleting,
+    is_terminal,
+    least_allocated_score,
+    node_allocatable,
+    node_ready_status,
+    pod_requests,
+    resource_filter,
+    static_filter,
+    summarize_reasons,
+)
+
+log = logging.getLogger(__name__)
+
+
+def feasible_nodes_to_find(total: int) -> int:
+    """kube-scheduler's adaptive `percentageOfNodesToScore`."""
+    if total < 100:
+        return total
+    pct = max(5, 50 - total // 125)
+    return max(100, total * pct // 100)
+
+
+def _node_signature(node: Obj) -> tuple[Any, ...]:
+    """What about a node can change a scheduling decision; status heartbeats cannot."""
+    meta = node.get("metadata") or {}
+    spec = node.get("spec") or {}
+    status = node.get("status") or {}
+    return (
+        tuple(sorted((meta.get("labels") or {}).items())),
+        bool(spec.get("unschedulable")),
+        repr(spec.get("taints")),
+        repr(status.get("allocatable") or status.get("capacity")),
+        node_ready_status(node),
+    )
+
+
+class Scheduler:
+    name = "scheduler"
+
+    def __init__(
+        self,
+        clock: Clock,
+        client: ApiClient,
+        pods: Informer,
+        nodes: Informer,
+        *,
+        scheduler_name: str = DEFAULT_SCHEDULER,
+        bind_concurrency: int = 32,
+        flush_seconds: float = 30.0,
+    ) -> None:
+        self.clock = clock
+        self.client = client
+        self.pods = pods
+        self.nodes = nodes
+        self.scheduler_name = scheduler_name
+        self.flush_seconds = flush_seconds
+        self._usage: dict[str, NodeUsage] = {}
+        self._accounted: dict[Key, tuple[str, dict[str, int]]] = {}
+        self._active: OrderedDict[Key, None] = OrderedDict()
+        self._unschedulable: set[Key] = set()
+        self._binding: set[Key] = set()
+        self._node_names: list[str] | None = None
+        self._alloc: dict[str, dict[str, int]] = {}
+        self._next_start = 0
+        self._wake = asyncio.Event()
+        self._bind_slots = asyncio.Semaphore(bind_concurrency)
+        self._tasks: set[asyncio.Task[None]] = set()
+        pods.add_handler(self._on_pod)
+        nodes.add_handler(self._on_node)
+
+    # -- event handlers -------------------------------------------------------------------------
+
+    def _responsible(self, pod: Obj) -> bool:
+        spec = pod.get("spec") or {}
+        return (spec.get("schedulerName") or DEFAULT_SCHEDULER) == self.scheduler_name
+
+    def _on_pod(self, old: Obj | None, new: Obj | None) -> None:
+        if new is None:
+            assert old is not None
+            key = key_of(old)
+            self._forget_pending(key)
+            if self._unaccount(key):
+                self._flush_unschedulable()
+            return
+        key = key_of(new)
+        spec = new.get("spec") or {}
+        node = spec.get("nodeName")
+        if node:
+            self._forget_pending(key)
+            if is_terminal(new):
+                if self._unaccount(key):
+                    self._flush_unschedulable()
+            else:
+                self._account(key, node, new)
+            return
+        if is_deleting(new) or is_terminal(new) or not self._responsible(new):
+            self._forget_pending(key)
+            return
+        if key in self._binding:
+            return
+        if key in self._unschedulable:
+            if old is not None and old.get("spec") == spec:
+                return
+            self._unschedulable.discard(key)
+        self._enqueue(key)
+
+    def _on_node(self, old: Obj | None, new: Obj | None) -> None:
+        if new is None:
+            assert old is not None
+            name = key_of(old)[1]
+            self._node_names = None
+            self._alloc.pop(name, None)
+            return
+        name = key_of(new)[1]
+        self._alloc[name] = node_allocatable(new)
+        if old is None:
+            self._node_names = None
+            self._flush_unschedulable()
+        elif _node_signature(old) != _node_signature(new):
+            self._flush_unschedulable()
+
+    def _enqueue(self, key: Key) -> None:
+        if key not in self._active:
+            self._active[key] = None
+            self._wake.set()
+
+    def _forget_pending(self, key: Key) -> None:
+        self._active.pop(key, None)
+        self._unschedulable.discard(key)
+
+    def _flush_unschedulable(self) -> None:
+        if not self._unschedulable:
+            return
+        for key in self._unschedulable:
+            self._active[key] = None
+        self._unschedulable.clear()
+        self._wake.set()
+
+    def _account(self, key: Key, node: str, pod: Obj) -> None:
+        prev = self._accounted.get(key)
+        if prev is not None:
+            if prev[0] == node:
+                return
+            self._unaccount(key)
+        req = pod_requests(pod)
+        self._accounted[key] = (node, req)
+        self._usage.setdefault(node, NodeUsage()).add(req)
+
+    def _unaccount(self, key: Key) -> bool:
+        prev = self._accounted.pop(key, None)
+        if prev is None:
+            return False
+        usage = self._usage.get(prev[0])
+        if usage is not None:
+            usage.remove(prev[1])
+            if usage.pods <= 0:
+                del self._usage[prev[0]]
+        return True
+
+    # -- scheduling -----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        await asyncio.gather(
+            supervise("scheduler", self._schedule_loop), supervise("scheduler-flush", self._flusher)
+        )
+
+    async def _flusher(self) -> None:
+        """A safety net like kube-scheduler's: retry unschedulable pods now and then."""
+        while True:
+            await self.clock.sleep(self.flush_seconds)
+            self._flush_unschedulable()
+
+    async def _schedule_loop(self) -> None:
+        await self.nodes.synced.wait()
+        await self.pods.synced.wait()
+        done = 0
+        while True:
+            if not self._active:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            key, _ = self._active.popitem(last=False)
+            pod = self.pods.store.get(key)
+            if pod is None or (pod.get("spec") or {}).get("nodeName") or is_deleting(pod):
+                continue
+            self._schedule_one(key, pod)
+            done += 1
+            if done % 50 == 0:
+                await asyncio.sleep(0)
+
+    def _candidate_nodes(self) -> list[str]:
+        if self._node_names is None:
+            self._node_names = sorted(k[1] for k in self.nodes.store)
+        return self._node_names
+
+    def select_node(self, pod: Obj) -> tuple[str | None, dict[str, int]]:
+        """The best node for `pod`, or None with the count of each rejection reason."""
+        names = self._candidate_nodes()
+        total = len(names)
+        reasons: dict[str, int] = {}
+        if total == 0:
+            return None, reasons
+        want = feasible_nodes_to_find(total)
+        requests = pod_requests(pod)
+        best: str | None = None
+        best_score = -1.0
+        best_pods = 0
+        found = 0
+        start = self._next_start % total
+        store = self.nodes.store
+        checked = 0
+        for i in range(total):
+            name = names[(start + i) % total]
+            checked += 1
+            node = store.get(("", name))
+            if node is None:
+                continue
+            reason = static_filter(pod, node)
+            usage = self._usage.get(name) or NodeUsage()
+            alloc = self._alloc.get(name)
+            if alloc is None:
+                alloc = self._alloc[name] = node_allocatable(node)
+            if reason is None:
+                reason = resource_filter(requests, alloc, usage)
+            if reason is not None:
+                reasons[reason] = reasons.get(reason, 0) + 1
+                continue
+            found += 1
+            score = least_allocated_score(requests, alloc, usage)
+            if score > best_score or (score == best_score and usage.pods < best_pods):
+                best, best_score, best_pods = name, score, usage.pods
+            if found >= want:
+                break
+        self._next_start = (start + checked) % total
+        return best, reasons
+
+    def _schedule_one(self, key: Key, pod: Obj) -> None:
+        node, reasons = self.select_node(pod)
+        if node is None:
+            self._unschedulable.add(key)
+            message = summarize_reasons(len(self._candidate_nodes()), reasons)
+            self._spawn(self._report_unschedulable(pod, message))
+            return
+        self._account(key, node, pod)
+        self._binding.add(key)
+        self._spawn(self._bind(key, pod, node))
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _bind(self, key: Key, pod: Obj, node: str) -> None:
+        meta = pod.get("metadata") or {}
+        try:
+            async with self._bind_slots:
+                await self.client.bind(meta["name"], meta["namespace"], node, meta.get("uid"))
+        except (Conflict, NotFound) as exc:
+            # Already bound elsewhere or gone: the watch will tell the truth.
+            log.debug("bind %s/%s -> %s: %s", key[0], key[1], node, exc)
+            self._release(key, node)
+        except Exception as exc:
+            log.warning("bind %s/%s -> %s failed: %s", key[0], key[1], node, exc)
+            self._release(key, node)
+            await asyncio.sleep(0.2)
+            current = self.pods.store.get(key)
+            if current is not None and not (current.get("spec") or {}).get("nodeName"):
+                self._enqueue(key)
+        finally:
+            self._binding.discard(key)
+
+    def _release(self, key: Key, node: str) -> None:
+        current = self.pods.store.get(key)
+        if current is not None and (current.get("spec") or {}).get("nodeName") == node:
+            return
+        acc = self._accounted.get(key)
+        if acc is not None and acc[0] == node:
+            self._unaccount(key)
+
+    async def _report_unschedulable(self, pod: Obj, message: str) -> None:
+        """Set PodScheduled=False/Unschedulable, as `kubectl describe` and autoscalers read it."""
+        for c in (pod.get("status") or {}).get("conditions") or []:
+            if c.get("type") == "PodScheduled" and c.get("message") == message:
+                return
+        meta = pod.get("metadata") or {}
+        patch = {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": message,
+                        "lastProbeTime": None,
+                        "lastTransitionTime": self.clock.timestamp(),
+                    }
+                ]
+            }
+        }
+        try:
+            async with self._bind_slots:
+                await self.client.patch(
+                    PODS,
+                    meta["name"],
+                    patch,
+                    meta["namespace"],
+                    patch_type="strategic",
+                    subresource="status",
+                )
+        except NotFound:
+            return
+        except Exception as exc:
+            log.debug("pod %s/%s: condition update failed: %s", meta.get("namespace"), meta.get("name"), exc)
+
+    async def stop(self) -> None:
+        for t in list(self._tasks):
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+

@@ -1,0 +1,155 @@
+"""`nodeops sim serve`: a whole simulated cluster in one process, until a signal stops it."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import random
+import signal
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from nodeops.sim.clock import Clock
+from nodeops.sim.server.app import SimServer
+from nodeops.sim.server.faults import FaultSpecError
+
+
+@dataclass
+class SimOptions:
+    nodes: int = 3
+    pods_per_node: int = 0
+    scenario: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 0
+    kubeconfig_out: str | None = None
+    time_scale: float | None = None
+    faults: str | None = None
+    seed: int = 0
+    auth: bool = False
+    rbac: bool = False
+    instant: bool = False
+    controllers: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class SimCluster:
+    """The API server plus the cluster's control loops, started and stopped together."""
+
+    def __init__(self, options: SimOptions) -> None:
+        self.options = options
+        self.scenario: Any = None
+        time_scale = options.time_scale
+        if options.scenario:
+            from nodeops.sim.scenario import load_scenario
+
+            self.scenario = load_scenario(options.scenario)
+            if time_scale is None:
+                time_scale = getattr(self.scenario, "time_scale", None)
+        self.clock = Clock(time_scale or 1.0)
+        self.server = SimServer(
+            clock=self.clock,
+            host=options.host,
+            port=options.port,
+            auth=options.auth or options.rbac,
+            rbac=options.rbac,
+            faults=options.faults,
+            seed=options.seed,
+        )
+        self.loops: Any = None
+
+    async def start(self) -> None:
+        await self.server.start()
+        self.populate()
+        if self.options.controllers:
+            from nodeops.sim.cluster import ClusterLoops
+
+            self.loops = ClusterLoops(
+                self.server.url,
+                self.server.admin_token,
+                self.clock,
+                instant=self.options.instant,
+            )
+            await self.loops.start()
+
+    def populate(self) -> None:
+        from nodeops.sim import objects
+
+        rng = random.Random(self.options.seed)
+        if self.scenario is not None:
+            for obj in self.scenario.objects(rng):
+                self.server.create(obj)
+            return
+        now = self.clock.timestamp()
+        for i in range(self.options.nodes):
+            node = objects.make_node(f"node-{i}", rng=rng, now=now)
+            self.server.create(node)
+        if self.options.pods_per_node:
+            for i in range(self.options.nodes):
+                for j in range(self.options.pods_per_node):
+                    pod = objects.make_pod(
+                        f"pod-{i}-{j}",
+                        "default",
+                        node_name=f"node-{i}",
+                        owner=None,
+                        labels={"app": f"app-{j % 10}"},
+                        rng=rng,
+                        now=now,
+                    )
+                    self.server.create(pod)
+
+    async def stop(self) -> None:
+        if self.loops is not None:
+            await self.loops.stop()
+        await self.server.stop()
+
+
+async def _serve(options: SimOptions) -> int:
+    cluster = SimCluster(options)
+    await cluster.start()
+    if options.kubeconfig_out:
+        path = cluster.server.write_kubeconfig(options.kubeconfig_out)
+        print(f"kubeconfig written to {path}", flush=True)
+    print(f"simulated cluster serving at {cluster.server.url}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await cluster.stop()
+    return 0
+
+
+def serve_from_args(args: argparse.Namespace) -> int:
+    options = SimOptions(
+        nodes=args.nodes,
+        pods_per_node=args.pods_per_node,
+        scenario=args.scenario,
+        host=args.host,
+        port=args.port,
+        kubeconfig_out=args.kubeconfig_out,
+        time_scale=args.time_scale,
+        faults=args.faults,
+        seed=args.seed,
+        auth=args.auth,
+        rbac=args.rbac,
+        instant=args.instant,
+        controllers=not args.no_controllers,
+    )
+    try:
+        return asyncio.run(_serve(options))
+    except FaultSpecError as exc:
+        print(f"nodeops sim serve: --faults: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # a bad scenario or a port in use: one clear line
+        from nodeops.sim.scenario import ScenarioError
+
+        if isinstance(exc, ScenarioError | OSError):
+            print(f"nodeops sim serve: {exc}", file=sys.stderr)
+            return 2
+        raise
+
+
+__all__ = ["SimCluster", "SimOptions", "serve_from_args"]

@@ -1,0 +1,162 @@
+"""`SimServer`: the simulated kube-apiserver assembled and served on loopback."""
+
+from __future__ import annotations
+
+import random
+import secrets
+from pathlib import Path
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from nodeops.sim.clock import Clock
+from nodeops.sim.server.accounting import RequestStats, stats_routes
+from nodeops.sim.server.auth import Authenticator, RBACAuthorizer, bootstrap_policy
+from nodeops.sim.server.errors import ApiError
+from nodeops.sim.server.faults import FaultInjector
+from nodeops.sim.server.http import ApiHttp
+from nodeops.sim.server.registry import Registry
+from nodeops.sim.server.store import Store
+
+_RBAC_KINDS = {
+    "Role": ("rbac.authorization.k8s.io", "v1", "roles"),
+    "RoleBinding": ("rbac.authorization.k8s.io", "v1", "rolebindings"),
+    "ClusterRole": ("rbac.authorization.k8s.io", "v1", "clusterroles"),
+    "ClusterRoleBinding": ("rbac.authorization.k8s.io", "v1", "clusterrolebindings"),
+}
+
+
+class SimServer:
+    """A kube-apiserver look-alike on 127.0.0.1.
+
+    With `auth=True` every request needs a bearer token (`admin_token` is in system:masters;
+    service account tokens come from TokenRequest); with `rbac=True` requests are also
+    authorized against the Roles and bindings stored in the server.
+    """
+
+    def __init__(
+        self,
+        *,
+        clock: Clock | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        auth: bool = False,
+        rbac: bool = False,
+        faults: str | None = None,
+        seed: int = 0,
+        history_size: int = 20_000,
+        bookmark_interval: float = 5.0,
+    ) -> None:
+        self.clock = clock or Clock()
+        self.host = host
+        self.port = port
+        self.store = Store(history_size=history_size)
+        self.registry = Registry(self.store, self.clock, random.Random(seed))
+        self.stats = RequestStats()
+        self.faults = FaultInjector(faults, seed)
+        self.admin_token: str | None = None
+        authn: Authenticator | None = None
+        authz: RBACAuthorizer | None = None
+        if auth or rbac:
+            self.admin_token = secrets.token_urlsafe(24)
+            authn = Authenticator(
+                admin_token=self.admin_token,
+                clock=self.clock.now,
+                service_account_uid=self._service_account_uid,
+            )
+        if rbac:
+            authz = RBACAuthorizer(self._rbac_lookup)
+            for obj in bootstrap_policy():
+                kind = obj["kind"]
+                rt = self.registry.lookup(*_RBAC_KINDS[kind])
+                self.registry.create(rt, obj["metadata"].get("namespace", ""), obj)
+        self.authn = authn
+        self.http = ApiHttp(
+            self.registry,
+            stats=self.stats,
+            faults=self.faults,
+            authn=authn,
+            authz=authz,
+            bookmark_interval=bookmark_interval,
+        )
+        self._runner: web.AppRunner | None = None
+
+    def _service_account_uid(self, namespace: str, name: str) -> str | None:
+        rt = self.registry.lookup("", "v1", "serviceaccounts")
+        entry = self.store.bucket(rt.storage_key).get(namespace, name)
+        return entry.uid if entry is not None else None
+
+    def _rbac_lookup(self, kind: str, namespace: str | None) -> list[dict[str, Any]]:
+        rt = self.registry.lookup(*_RBAC_KINDS[kind])
+        bucket = self.store.bucket(rt.storage_key)
+        return [e.decode() for e in bucket.entries(namespace if namespace else None)]
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def make_app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.add_routes(stats_routes(self.stats, self.faults))
+        app.router.add_route("*", "/{tail:.*}", self.http.handle)
+        return app
+
+    async def start(self) -> None:
+        self._runner = web.AppRunner(self.make_app(), access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        await site.start()
+        server = site._server
+        if server is not None and getattr(server, "sockets", None):
+            self.port = server.sockets[0].getsockname()[1]
+        self.http.server_address = f"{self.host}:{self.port}"
+
+    async def stop(self) -> None:
+        self.http.close_watches()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    def kubeconfig(self, token: str | None = None) -> dict[str, Any]:
+        user: dict[str, Any] = {}
+        if token or self.admin_token:
+            user["token"] = token or self.admin_token
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "nodeops-sim", "cluster": {"server": self.url}}],
+            "users": [{"name": "nodeops-sim-admin", "user": user}],
+            "contexts": [
+                {
+                    "name": "nodeops-sim",
+                    "context": {"cluster": "nodeops-sim", "user": "nodeops-sim-admin"},
+                }
+            ],
+            "current-context": "nodeops-sim",
+            "preferences": {},
+        }
+
+    def write_kubeconfig(self, path: str | Path, token: str | None = None) -> Path:
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(yaml.safe_dump(self.kubeconfig(token), sort_keys=False))
+        target.chmod(0o600)
+        return target
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create an object in-process (scenario loading); same rules as a POST."""
+        api_version = obj.get("apiVersion", "v1")
+        group, _, version = api_version.rpartition("/")
+        rt = next(
+            (
+                t
+                for t in self.registry.all_types()
+                if t.group == group and t.version == version and t.kind == obj.get("kind")
+            ),
+            None,
+        )
+        if rt is None:
+            raise ApiError(404, "NotFound", f"no resource for {api_version} {obj.get('kind')}")
+        ns = (obj.get("metadata") or {}).get("namespace", "default") if rt.namespaced else ""
+        return self.registry.create(rt, ns, obj)

@@ -1,0 +1,636 @@
+"""The HTTP face of the simulated API server: kube-apiserver's paths, verbs and wire formats.
+
+Requests are parsed into kube's request attributes (verb, group, version, resource,
+subresource, namespace, name), authenticated and authorized when that is switched on, passed
+through fault injection, and dispatched to the registry. Lists and watches stream the stored
+JSON bytes without decoding them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import yaml
+from aiohttp import web
+
+from nodeops.common.selectors import SelectorError, parse_field_selector, parse_label_selector
+from nodeops.sim.server import discovery, errors, subresources
+from nodeops.sim.server.accounting import RequestStats
+from nodeops.sim.server.auth import (
+    ADMIN_USER,
+    Authenticator,
+    RBACAuthorizer,
+    RequestAttributes,
+    UserInfo,
+    forbidden_error,
+)
+from nodeops.sim.server.faults import FaultInjector
+from nodeops.sim.server.patch import PatchError, patch_type_for_content_type
+from nodeops.sim.server.registry import Registry
+from nodeops.sim.server.resources import ResourceType
+from nodeops.sim.server.store import Filter, Watcher
+from nodeops.sim.server.tables import to_table
+
+_TRUE = frozenset({"1", "t", "T", "true", "TRUE", "True"})
+_JSON = "application/json"
+_LIST_CHUNK = 2000
+_NON_RESOURCE_OK = ("/healthz", "/livez", "/readyz")
+
+
+@dataclass(slots=True)
+class Request:
+    verb: str
+    group: str
+    version: str
+    plural: str
+    subresource: str
+    namespace: str
+    name: str
+
+
+def _is_true(value: str | None) -> bool:
+    return value in _TRUE
+
+
+def parse_resource_path(method: str, path: str, query: Any) -> Request | None:
+    """Map a URL to kube's request info, or None for a non-resource path."""
+    parts = [p for p in path.split("/") if p]
+    if not parts:
+        return None
+    if parts[0] == "api" and len(parts) >= 2:
+        group, version, rest = "", parts[1], parts[2:]
+    elif parts[0] == "apis" and len(parts) >= 3:
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        return None
+    if not rest:
+        return None
+    watch_path = False
+    if rest[0] == "watch":
+        watch_path = True
+        rest = rest[1:]
+    namespace = ""
+    # /namespaces/{ns}/{resource}... vs the namespaces resource itself.
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        namespace = rest[1]
+        rest = rest[2:]
+    elif rest[0] == "namespaces" and len(rest) == 2:
+        namespace = rest[1]
+    plural = rest[0]
+    name = rest[1] if len(rest) > 1 else ""
+    sub = "/".join(rest[2:]) if len(rest) > 2 else ""
+    if method == "GET":
+        if watch_path or _is_true(query.get("watch")):
+            verb = "watch"
+        else:
+            verb = "get" if name else "list"
+    elif method == "POST":
+        verb = "create"
+    elif method == "PUT":
+        verb = "update"
+    elif method == "PATCH":
+        verb = "patch"
+    elif method == "DELETE":
+        verb = "delete" if name else "deletecollection"
+    else:
+        verb = method.lower()
+    return Request(verb, group, version, plural, sub, namespace, name)
+
+
+class ApiHttp:
+    """aiohttp handlers bound to one registry and the cross-cutting parts."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        *,
+        stats: RequestStats,
+        faults: FaultInjector,
+        authn: Authenticator | None,
+        authz: RBACAuthorizer | None,
+        bookmark_interval: float = 5.0,
+        min_request_timeout: float = 1800.0,
+    ) -> None:
+        self.registry = registry
+        self.stats = stats
+        self.faults = faults
+        self.authn = authn
+        self.authz = authz
+        self.bookmark_interval = bookmark_interval
+        self.min_request_timeout = min_request_timeout
+        self.server_address = "127.0.0.1:0"
+        self.watchers: set[Watcher] = set()
+        self.shutting_down = False
+
+    # ----------------------------------------------------------------- entry
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        started = time.perf_counter()
+        req = parse_resource_path(request.method, request.path, request.query)
+        resource = req.plural + ("/" + req.subresource if req.subresource else "") if req else ""
+        verb = req.verb if req else request.method.lower()
+        code = 500
+        try:
+            user = self._authenticate(request)
+            self._authorize(user, req, request)
+            if req is not None and self.faults.enabled:
+                injected = self.faults.maybe_error(verb, resource, name=req.name, group=req.group)
+                delay = self.faults.latency(verb, resource)
+                if delay:
+                    await asyncio.sleep(delay)
+                if injected is not None:
+                    raise injected
+            if req is None:
+                response = self._non_resource(request)
+            else:
+                response = await self._resource(request, req)
+            code = response.status
+            return response
+        except errors.ApiError as exc:
+            code = exc.code
+            return self._error(exc)
+        finally:
+            self.stats.record(
+                verb,
+                resource or request.path,
+                code,
+                request.headers.get("User-Agent", ""),
+                time.perf_counter() - started,
+            )
+
+    def _authenticate(self, request: web.Request) -> UserInfo:
+        if self.authn is None:
+            return ADMIN_USER
+        return self.authn.user_for(request.headers.get("Authorization"))
+
+    def _authorize(self, user: UserInfo, req: Request | None, request: web.Request) -> None:
+        if self.authz is None:
+            return
+        if req is None:
+            attrs = RequestAttributes(
+                user=user,
+                verb=request.method.lower() if request.method != "GET" else "get",
+                is_resource_request=False,
+                path=request.path,
+            )
+        else:
+            attrs = RequestAttributes(
+                user=user,
+                verb=req.verb,
+                api_group=req.group,
+                resource=req.plural,
+                subresource=req.subresource,
+                namespace=req.namespace if req.plural != "namespaces" else req.name,
+                name=req.name,
+                path=request.path,
+            )
+        allowed, reason = self.authz.authorize(attrs)
+        if not allowed:
+            raise forbidden_error(attrs, reason)
+
+    @staticmethod
+    def _json(body: Any, status: int = 200) -> web.Response:
+        return web.Response(body=orjson.dumps(body), status=status, content_type=_JSON)
+
+    @staticmethod
+    def _raw(raw: bytes, status: int = 200) -> web.Response:
+        return web.Response(body=raw, status=status, content_type=_JSON)
+
+    def _error(self, exc: errors.ApiError) -> web.Response:
+        resp = self._json(exc.status(), exc.code)
+        for key, value in exc.headers.items():
+            resp.headers[key] = value
+        return resp
+
+    # ----------------------------------------------------------------- non-resource
+
+    def _non_resource(self, request: web.Request) -> web.StreamResponse:
+        path = request.path.rstrip("/") or "/"
+        types = list(self.registry.all_types())
+        if path in _NON_RESOURCE_OK or path.startswith(tuple(p + "/" for p in _NON_RESOURCE_OK)):
+            return web.Response(text="ok", content_type="text/plain")
+        if path == "/version":
+            return self._json(discovery.KUBE_VERSION)
+        if path == "/api":
+            return self._json(discovery.api_versions(self.server_address))
+        if path == "/apis":
+            return self._json(discovery.api_group_list(types))
+        parts = [p for p in path.split("/") if p]
+        if len(parts) == 2 and parts[0] == "api":
+            doc = discovery.resource_list(types, "", parts[1])
+            if doc is not None:
+                return self._json(doc)
+        if len(parts) == 2 and parts[0] == "apis":
+            doc = discovery.api_group(types, parts[1])
+            if doc is not None:
+                return self._json(doc)
+        if len(parts) == 3 and parts[0] == "apis":
+            doc = discovery.resource_list(types, parts[1], parts[2])
+            if doc is not None:
+                return self._json(doc)
+        raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+
+    # ----------------------------------------------------------------- resources
+
+    async def _resource(self, request: web.Request, req: Request) -> web.StreamResponse:
+        rt = self.registry.lookup(req.group, req.version, req.plural)
+        if not rt.namespaced and req.namespace and req.plural != "namespaces":
+            raise errors.ApiError(
+                404, "NotFound", "the server could not find the requested resource"
+            )
+        if req.subresource and req.subresource not in rt.subresources:
+            raise errors.ApiError(
+                404, "NotFound", "the server could not find the requested resource"
+            )
+        q = request.query
+        dry_run = q.get("dryRun") == "All"
+        ns = req.namespace
+        reg = self.registry
+        if req.subresource:
+            return await self._subresource(request, req, rt, dry_run)
+        if req.verb == "get":
+            entry = reg._entry(rt, ns, req.name)
+            if self._wants_table(request):
+                return self._json(self._table(rt, [reg.decode(rt, entry)], request))
+            encoder = reg.encoder(rt)
+            return self._raw(encoder(entry.raw) if encoder else entry.raw)
+        if req.verb == "list":
+            return await self._list(request, rt, ns)
+        if req.verb == "watch":
+            return await self._watch(request, rt, ns)
+        if req.verb == "create":
+            body = await self._body(request)
+            obj = reg.create(rt, ns, body, dry_run)
+            return self._json(obj, 201)
+        if req.verb == "update":
+            body = await self._body(request)
+            obj = reg.update(rt, ns, req.name, body, "", dry_run)
+            return self._json(obj)
+        if req.verb == "patch":
+            ptype, body = await self._patch_body(request)
+            obj = reg.patch(rt, ns, req.name, ptype, body, "", dry_run)
+            return self._json(obj)
+        if req.verb == "delete":
+            options = await self._delete_options(request)
+            result, _ = reg.delete(rt, ns, req.name, options, dry_run)
+            return self._json(result)
+        if req.verb == "deletecollection":
+            options = await self._delete_options(request)
+            flt = self._filter(request, rt, ns)
+            items = reg.delete_collection(rt, flt, options, dry_run)
+            return self._json(
+                {
+                    "kind": rt.list_kind,
+                    "apiVersion": rt.group_version,
+                    "metadata": {"resourceVersion": str(reg.store.rv)},
+                    "items": items,
+                }
+            )
+        raise errors.method_not_allowed()
+
+    async def _subresource(
+        self, request: web.Request, req: Request, rt: ResourceType, dry_run: bool
+    ) -> web.StreamResponse:
+        reg = self.registry
+        ns, name, sub, verb = req.namespace, req.name, req.subresource, req.verb
+        if sub == "status" or (sub == "finalize" and verb == "update"):
+            if verb == "get":
+                return self._json(reg.get(rt, ns, name))
+            if verb == "update":
+                body = await self._body(request)
+                target = "status" if sub == "status" else ""
+                return self._json(reg.update(rt, ns, name, body, target, dry_run))
+            if verb == "patch":
+                ptype, body = await self._patch_body(request)
+                return self._json(reg.patch(rt, ns, name, ptype, body, "status", dry_run))
+        elif sub == "eviction" and verb == "create":
+            body = await self._body(request)
+            self._check_eviction_body(body, ns, name)
+            return self._json(subresources.evict(reg, ns, name, body, dry_run), 201)
+        elif sub == "binding" and verb == "create":
+            body = await self._body(request)
+            return self._json(subresources.bind(reg, ns, name, body, dry_run), 201)
+        elif sub == "scale":
+            if verb == "get":
+                return self._json(subresources.get_scale(reg, rt, ns, name))
+            if verb in ("update", "patch"):
+                if verb == "update":
+                    body = await self._body(request)
+                else:
+                    ptype, patch = await self._patch_body(request)
+                    current = subresources.get_scale(reg, rt, ns, name)
+                    body = reg_patch_scale(current, ptype, patch)
+                spec = body.get("spec") or {} if isinstance(body, dict) else {}
+                rv = (
+                    (body.get("metadata") or {}).get("resourceVersion")
+                    if isinstance(body, dict)
+                    else None
+                )
+                return self._json(
+                    subresources.update_scale(reg, rt, ns, name, spec.get("replicas"), rv)
+                )
+        elif sub == "token" and verb == "create":
+            if self.authn is None:
+                raise errors.ApiError(
+                    404, "NotFound", "the server could not find the requested resource"
+                )
+            body = await self._body(request)
+            return self._json(subresources.request_token(reg, self.authn, ns, name, body), 201)
+        elif sub == "log" and verb == "get":
+            reg.get(rt, ns, name)
+            return web.Response(text="", content_type="text/plain")
+        raise errors.method_not_allowed()
+
+    @staticmethod
+    def _check_eviction_body(body: Any, ns: str, name: str) -> None:
+        if not isinstance(body, dict):
+            raise errors.bad_request("the body of the request must be a JSON object")
+        meta = body.get("metadata") or {}
+        if meta.get("name") and meta["name"] != name:
+            raise errors.bad_request("name in URL does not match name in Eviction object")
+        if meta.get("namespace") and meta["namespace"] != ns:
+            raise errors.bad_request(
+                "the namespace of the provided object does not match the namespace sent on "
+                "the request"
+            )
+
+    # ----------------------------------------------------------------- bodies
+
+    @staticmethod
+    async def _body(request: web.Request) -> Any:
+        raw = await request.read()
+        if not raw:
+            raise errors.bad_request("the body of the request is empty")
+        ctype = request.content_type
+        try:
+            if "yaml" in ctype:
+                return yaml.safe_load(raw)
+            return orjson.loads(raw)
+        except (orjson.JSONDecodeError, yaml.YAMLError) as exc:
+            raise errors.bad_request(
+                f"the body of the request could not be decoded: {exc}"
+            ) from None
+
+    async def _patch_body(self, request: web.Request) -> tuple[str, Any]:
+        try:
+            ptype = patch_type_for_content_type(request.content_type)
+        except PatchError as exc:
+            raise errors.ApiError(exc.code, exc.reason, exc.message) from None
+        raw = await request.read()
+        try:
+            body = yaml.safe_load(raw) if ptype == "apply" else orjson.loads(raw)
+        except (orjson.JSONDecodeError, yaml.YAMLError) as exc:
+            raise errors.bad_request(f"error decoding patch: {exc}") from None
+        return ptype, body
+
+    async def _delete_options(self, request: web.Request) -> dict[str, Any]:
+        options: dict[str, Any] = {}
+        raw = await request.read()
+        if raw:
+            try:
+                decoded = orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                raise errors.bad_request(f"invalid DeleteOptions: {exc}") from None
+            if isinstance(decoded, dict):
+                options.update(decoded)
+        q = request.query
+        if "gracePeriodSeconds" in q:
+            try:
+                options["gracePeriodSeconds"] = int(q["gracePeriodSeconds"])
+            except ValueError:
+                raise errors.bad_request("gracePeriodSeconds must be an integer") from None
+        if "propagationPolicy" in q:
+            options["propagationPolicy"] = q["propagationPolicy"]
+        if "orphanDependents" in q:
+            options["orphanDependents"] = _is_true(q["orphanDependents"])
+        policy = options.get("propagationPolicy")
+        if policy is not None and policy not in ("Orphan", "Background", "Foreground"):
+            raise errors.invalid(
+                "DeleteOptions",
+                "",
+                "",
+                [
+                    (
+                        "FieldValueNotSupported",
+                        "propagationPolicy",
+                        f'Unsupported value: "{policy}": supported values: "Foreground", '
+                        '"Background", "Orphan", "nil"',
+                    )
+                ],
+            )
+        return options
+
+    # ----------------------------------------------------------------- list
+
+    def _filter(self, request: web.Request, rt: ResourceType, ns: str) -> Filter:
+        q = request.query
+        try:
+            labels = parse_label_selector(q.get("labelSelector", ""))
+            fields = parse_field_selector(q.get("fieldSelector", ""))
+        except SelectorError as exc:
+            raise errors.bad_request(str(exc)) from None
+        return self.registry.make_filter(rt, ns or None, labels, fields)
+
+    @staticmethod
+    def _wants_table(request: web.Request) -> bool:
+        accept = request.headers.get("Accept", "")
+        return "as=Table" in accept
+
+    def _table(
+        self,
+        rt: ResourceType,
+        objects: list[dict[str, Any]],
+        request: web.Request,
+        list_metadata: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        columns = None
+        if rt.crd_version is not None:
+            columns = list(rt.crd_version.get("additionalPrinterColumns") or [])
+        include = request.query.get("includeObject", "Metadata")
+        return to_table(
+            rt.kind,
+            rt.group,
+            objects,
+            printer_columns=columns,
+            include_object=include,
+            now=self.registry.clock.now(),
+            list_metadata=list_metadata,
+        )
+
+    async def _list(self, request: web.Request, rt: ResourceType, ns: str) -> web.StreamResponse:
+        q = request.query
+        flt = self._filter(request, rt, ns)
+        try:
+            limit = int(q.get("limit", "0") or 0)
+        except ValueError:
+            raise errors.bad_request("limit must be an integer") from None
+        result = self.registry.list(rt, flt, limit, q.get("continue", ""))
+        meta: dict[str, Any] = {"resourceVersion": str(result.rv)}
+        if result.continue_token:
+            meta["continue"] = result.continue_token
+            if result.remaining is not None:
+                meta["remainingItemCount"] = result.remaining
+        if self._wants_table(request):
+            objs = [self.registry.decode(rt, e) for e in result.entries]
+            return self._json(self._table(rt, objs, request, meta))
+        head = (
+            b'{"kind":"'
+            + rt.list_kind.encode()
+            + b'","apiVersion":"'
+            + rt.group_version.encode()
+            + b'","metadata":'
+            + orjson.dumps(meta)
+            + b',"items":['
+        )
+        encoder = self.registry.encoder(rt)
+        raws = [encoder(e.raw) if encoder else e.raw for e in result.entries]
+        if len(raws) <= _LIST_CHUNK:
+            return self._raw(head + b",".join(raws) + b"]}")
+        resp = web.StreamResponse(headers={"Content-Type": _JSON})
+        await resp.prepare(request)
+        await resp.write(head)
+        for i in range(0, len(raws), _LIST_CHUNK):
+            chunk = b",".join(raws[i : i + _LIST_CHUNK])
+            await resp.write(chunk if i == 0 else b"," + chunk)
+        await resp.write(b"]}")
+        await resp.write_eof()
+        return resp
+
+    # ----------------------------------------------------------------- watch
+
+    def _bookmark(self, rt: ResourceType, rv: int, initial_end: bool = False) -> bytes:
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        if initial_end:
+            meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+        return (
+            orjson.dumps(
+                {
+                    "type": "BOOKMARK",
+                    "object": {"kind": rt.kind, "apiVersion": rt.group_version, "metadata": meta},
+                }
+            )
+            + b"\n"
+        )
+
+    async def _watch(self, request: web.Request, rt: ResourceType, ns: str) -> web.StreamResponse:
+        q = request.query
+        flt = self._filter(request, rt, ns)
+        rv_param = q.get("resourceVersion", "")
+        bookmarks = _is_true(q.get("allowWatchBookmarks"))
+        send_initial = _is_true(q.get("sendInitialEvents"))
+        timeout = self.min_request_timeout * (1 + random.random())
+        if "timeoutSeconds" in q:
+            try:
+                timeout = float(q["timeoutSeconds"])
+            except ValueError:
+                raise errors.bad_request("timeoutSeconds must be a number") from None
+        resource = rt.plural
+        max_events, max_seconds = (
+            self.faults.watch_limits(resource) if self.faults.enabled else (None, None)
+        )
+        if max_seconds is not None:
+            timeout = min(timeout, max_seconds)
+        store = self.registry.store
+        bucket = store.bucket(rt.storage_key)
+        encoder = self.registry.encoder(rt)
+        watcher = Watcher(flt, encoder, store.watcher_buffer)
+        resp = web.StreamResponse(headers={"Content-Type": _JSON})
+        resp.enable_chunked_encoding()
+        expired: bytes | None = None
+        # From here to `bucket.watchers.add` nothing awaits: the initial state and the
+        # registration are one atomic step, so no event falls between them.
+        if rv_param in ("", "0") or send_initial:
+            entries = [e for e in bucket.entries(flt.namespace) if flt.matches(e)]
+            for e in entries:
+                watcher.pending.append(
+                    b'{"type":"ADDED","object":' + (encoder(e.raw) if encoder else e.raw) + b"}\n"
+                )
+            if send_initial and bookmarks:
+                watcher.pending.append(self._bookmark(rt, store.rv, initial_end=True))
+            bucket.watchers.add(watcher)
+        else:
+            try:
+                since = int(rv_param)
+            except ValueError:
+                raise errors.bad_request(f"invalid resource version: {rv_param}") from None
+            events = bucket.events_since(since)
+            if events is None or (self.faults.enabled and self.faults.force_expired(resource)):
+                status = errors.gone(
+                    f"too old resource version: {since} ({bucket.compacted_rv + 1})"
+                ).status()
+                expired = orjson.dumps({"type": "ERROR", "object": status}) + b"\n"
+            else:
+                for ev in events:
+                    watcher.offer(ev)
+                bucket.watchers.add(watcher)
+        await resp.prepare(request)
+        if expired is not None:
+            await resp.write(expired)
+            await resp.write_eof()
+            return resp
+        self.watchers.add(watcher)
+        deadline = time.monotonic() + timeout
+        next_bookmark = time.monotonic() + self.bookmark_interval
+        sent = 0
+        try:
+            while not self.shutting_down:
+                now = time.monotonic()
+                if now >= deadline:
+                    break
+                if not watcher.pending:
+                    watcher.wake.clear()
+                    wait = deadline - now
+                    if bookmarks:
+                        wait = min(wait, max(0.0, next_bookmark - now))
+                    try:
+                        await asyncio.wait_for(watcher.wake.wait(), timeout=wait)
+                    except TimeoutError:
+                        pass
+                if watcher.pending:
+                    lines = list(watcher.pending)
+                    watcher.pending.clear()
+                    if max_events is not None and sent + len(lines) >= max_events:
+                        lines = lines[: max(0, max_events - sent)]
+                        await resp.write(b"".join(lines))
+                        break
+                    sent += len(lines)
+                    await resp.write(b"".join(lines))
+                if watcher.closed:
+                    break
+                if bookmarks and time.monotonic() >= next_bookmark:
+                    if not watcher.pending:
+                        await resp.write(self._bookmark(rt, store.rv))
+                    next_bookmark = time.monotonic() + self.bookmark_interval
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            watcher.close()
+            bucket.watchers.discard(watcher)
+            self.watchers.discard(watcher)
+        try:
+            await resp.write_eof()
+        except ConnectionResetError:
+            pass
+        return resp
+
+    def close_watches(self) -> None:
+        self.shutting_down = True
+        for w in list(self.watchers):
+            w.close()
+
+
+def reg_patch_scale(current: dict[str, Any], ptype: str, patch: Any) -> Any:
+    """Apply a patch to a Scale object (the scale subresource has no strategy of its own)."""
+    from nodeops.sim.server.patch import apply_json_patch, apply_merge_patch
+
+    try:
+        if ptype == "json":
+            return apply_json_patch(current, patch)
+        return apply_merge_patch(current, patch)
+    except PatchError as exc:
+        raise errors.ApiError(exc.code, exc.reason, exc.message) from None

@@ -1,0 +1,184 @@
+"""Subresources with verbs of their own: eviction, binding, scale and service account tokens.
+
+Each is a small transaction on the registry: eviction checks PodDisruptionBudgets and records
+the disruption before deleting, exactly in kube-apiserver's order, so a PDB can never be
+violated by two evictions racing each other.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from nodeops.sim.server import errors
+from nodeops.sim.server.auth import Authenticator
+from nodeops.sim.server.eviction import decide_eviction
+from nodeops.sim.server.registry import Registry
+from nodeops.sim.server.resources import ResourceType
+
+_SUCCESS_CREATED = {
+    "kind": "Status",
+    "apiVersion": "v1",
+    "metadata": {},
+    "status": "Success",
+    "code": 201,
+}
+
+
+def evict(registry: Registry, ns: str, name: str, body: Any, dry_run: bool) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise errors.bad_request("the body of the request must be a JSON object")
+    pods = registry.lookup("", "v1", "pods")
+    pdb_rt = registry.lookup("policy", "v1", "poddisruptionbudgets")
+    pod = registry.get(pods, ns, name)
+    pdbs = [
+        registry.decode(pdb_rt, e) for e in registry.store.bucket(pdb_rt.storage_key).entries(ns)
+    ]
+    decision = decide_eviction(pod, body, pdbs, registry.clock.now())
+    if dry_run:
+        return dict(_SUCCESS_CREATED)
+    if decision.pdb_to_update is not None:
+        registry.update(
+            pdb_rt,
+            ns,
+            decision.pdb_to_update["metadata"]["name"],
+            decision.pdb_to_update,
+            subresource="status",
+        )
+    if decision.add_disruption_target_condition:
+        _add_disruption_condition(registry, pods, pod)
+    registry.delete(pods, ns, name, decision.delete_options)
+    return dict(_SUCCESS_CREATED)
+
+
+def _add_disruption_condition(registry: Registry, pods: ResourceType, pod: dict[str, Any]) -> None:
+    status = copy.deepcopy(pod.get("status") or {})
+    conditions = [c for c in status.get("conditions") or [] if c.get("type") != "DisruptionTarget"]
+    conditions.append(
+        {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "EvictionByEvictionAPI",
+            "message": "Eviction API: evicting",
+            "lastTransitionTime": registry.clock.timestamp(),
+        }
+    )
+    status["conditions"] = conditions
+    body = copy.deepcopy(pod)
+    body["status"] = status
+    body["metadata"].pop("resourceVersion", None)
+    registry.update(pods, pod["metadata"]["namespace"], pod["metadata"]["name"], body, "status")
+
+
+def bind(registry: Registry, ns: str, name: str, body: Any, dry_run: bool) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise errors.bad_request("the body of the request must be a JSON object")
+    target = (body.get("target") or {}).get("name")
+    if not target:
+        raise errors.invalid(
+            "Binding", "", name, [("FieldValueRequired", "target.name", "Required value")]
+        )
+    pods = registry.lookup("", "v1", "pods")
+    pod = registry.get(pods, ns, name)
+    if pod["metadata"].get("deletionTimestamp"):
+        raise errors.conflict(
+            "", "pods/binding", name, f"pod {name} is being deleted, cannot be assigned to a host"
+        )
+    current = (pod.get("spec") or {}).get("nodeName")
+    if current:
+        raise errors.conflict(
+            "", "pods/binding", name, f'pod {name} is already assigned to node "{current}"'
+        )
+    if dry_run:
+        return dict(_SUCCESS_CREATED)
+    # Binding bypasses pod spec immutability: write through the registry's storage directly.
+    pod["spec"]["nodeName"] = target
+    status = pod.setdefault("status", {})
+    conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+    conditions.append(
+        {
+            "type": "PodScheduled",
+            "status": "True",
+            "lastProbeTime": None,
+            "lastTransitionTime": registry.clock.timestamp(),
+        }
+    )
+    status["conditions"] = conditions
+    registry.replace_unchecked(pods, pod)
+    return dict(_SUCCESS_CREATED)
+
+
+def get_scale(registry: Registry, rt: ResourceType, ns: str, name: str) -> dict[str, Any]:
+    obj = registry.get(rt, ns, name)
+    return _scale_of(rt, obj)
+
+
+def _scale_of(rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj["metadata"]
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    selector = spec.get("selector") or {}
+    labels = selector.get("matchLabels") or {}
+    scale_meta = {
+        k: meta[k]
+        for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+        if k in meta
+    }
+    return {
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": scale_meta,
+        "spec": {"replicas": spec.get("replicas", 0)},
+        "status": {
+            "replicas": status.get("replicas", 0),
+            "selector": ",".join(f"{k}={v}" for k, v in sorted(labels.items())),
+        },
+    }
+
+
+def update_scale(
+    registry: Registry, rt: ResourceType, ns: str, name: str, replicas: Any, rv: str | None
+) -> dict[str, Any]:
+    if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+        raise errors.invalid(
+            "Scale",
+            "autoscaling",
+            name,
+            [
+                (
+                    "FieldValueInvalid",
+                    "spec.replicas",
+                    f"Invalid value: {replicas}: must be greater than or equal to 0",
+                )
+            ],
+        )
+    patch: dict[str, Any] = {"spec": {"replicas": replicas}}
+    if rv:
+        patch["metadata"] = {"resourceVersion": rv}
+    obj = registry.patch(rt, ns, name, "merge", patch)
+    return _scale_of(rt, obj)
+
+
+def request_token(
+    registry: Registry,
+    authn: Authenticator,
+    ns: str,
+    name: str,
+    body: Any,
+) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        body = {}
+    sa = registry.get(registry.lookup("", "v1", "serviceaccounts"), ns, name)
+    spec = body.get("spec") or {}
+    seconds = int(spec.get("expirationSeconds") or 3600)
+    audiences = list(spec.get("audiences") or [])
+    token, expires = authn.mint_service_account_token(
+        ns, name, sa["metadata"].get("uid", ""), seconds, registry.clock.now(), audiences
+    )
+    return {
+        "kind": "TokenRequest",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {"name": name, "namespace": ns, "creationTimestamp": None},
+        "spec": {"audiences": audiences, "expirationSeconds": seconds, "boundObjectRef": None},
+        "status": {"token": token, "expirationTimestamp": expires.strftime("%Y-%m-%dT%H:%M:%SZ")},
+    }
