@@ -668,7 +668,7 @@ class _RangeState:
 class JsonPath:
     """A compiled JSONPath template; immutable and safe to share between threads."""
 
-    __slots__ = ("_allow_missing", "_nodes", "expression", "template")
+    __slots__ = ("_allow_missing", "_nodes", "_simple", "expression", "template")
 
     def __init__(
         self, expression: str, template: str, nodes: list[_Text | _List], allow_missing: bool
@@ -677,6 +677,12 @@ class JsonPath:
         self.template = template
         self._nodes = nodes
         self._allow_missing = allow_missing
+        # Printer columns are mostly plain `.a.b.c` chains; those skip the general evaluator.
+        self._simple: tuple[str, ...] | None = None
+        if len(nodes) == 1 and isinstance(nodes[0], _List):
+            chain = nodes[0].nodes
+            if chain and all(isinstance(n, _Field) for n in chain):
+                self._simple = tuple(n.name for n in chain)
 
     def __repr__(self) -> str:
         return f"JsonPath({self.expression!r})"
@@ -685,6 +691,16 @@ class JsonPath:
 
     def find_results(self, obj: Any) -> list[list[Any]]:
         """One result list per top-level node, as client-go's FindResults returns them."""
+        if self._simple is not None:
+            cur = obj
+            for name in self._simple:
+                if isinstance(cur, dict) and name in cur:
+                    cur = cur[name]
+                elif self._allow_missing:
+                    return [[]]
+                else:
+                    raise JsonPathError(self.expression, f"{name} is not found", parsing=False)
+            return [[cur]]
         try:
             return self._run(0, obj, _RangeState())
         except _EvalError as e:

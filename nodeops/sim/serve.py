@@ -76,12 +76,13 @@ class SimCluster:
     def populate(self) -> None:
         from nodeops.sim import objects
 
-        rng = random.Random(self.options.seed)
+        now = self.clock.timestamp()
         if self.scenario is not None:
-            for obj in self.scenario.objects(rng):
+            # The scenario's own seed makes its objects reproducible.
+            for obj in self.scenario.objects(now=now):
                 self.server.create(obj)
             return
-        now = self.clock.timestamp()
+        rng = random.Random(self.options.seed)
         for i in range(self.options.nodes):
             node = objects.make_node(f"node-{i}", rng=rng, now=now)
             self.server.create(node)

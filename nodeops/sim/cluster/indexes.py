@@ -10,6 +10,12 @@ BY_NODE = "nodeName"
 BY_CONTROLLER = "controllerUID"
 BY_OWNER = "ownerUID"
 BY_NAMESPACE = "namespace"
+BY_UID = "uid"
+
+
+def uid(obj: Obj) -> Iterable[str]:
+    value = (obj.get("metadata") or {}).get("uid")
+    return (value,) if value else ()
 
 
 def pod_node(obj: Obj) -> Iterable[str]:

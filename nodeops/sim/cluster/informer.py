@@ -36,11 +36,15 @@ def key_of(obj: Obj) -> Key:
     return (meta.get("namespace") or "", meta.get("name") or "")
 
 
-def _slim(obj: Obj) -> Obj:
-    """Drop managedFields: nothing in the loops reads them and they double a pod's size."""
+def _slim(obj: Obj, resource: Resource) -> Obj:
+    """Drop managedFields, which nothing in the loops reads and which nearly double a pod's
+    size, and restore kind/apiVersion, which list items leave out but owner references need."""
     meta = obj.get("metadata")
     if meta and "managedFields" in meta:
         del meta["managedFields"]
+    if "kind" not in obj:
+        obj["kind"] = resource.kind
+        obj["apiVersion"] = resource.api_version
     return obj
 
 
@@ -174,7 +178,7 @@ class Informer:
             self._delete(self.store[key])
 
     def _upsert(self, obj: Obj) -> None:
-        obj = _slim(obj)
+        obj = _slim(obj, self.resource)
         key = key_of(obj)
         old = self.store.get(key)
         if old is not None:
@@ -192,7 +196,7 @@ class Informer:
         if old is None:
             return
         self._unindex(key)
-        final = _slim(obj) if obj.get("metadata") else old
+        final = _slim(obj, self.resource) if obj.get("metadata") else old
         for h in self._handlers:
             self._call(h, final, None)
 

@@ -56,7 +56,7 @@ class ScaleLookupError(Exception):
     """
 
 
-ScaleOf = Callable[[dict[str, Any]], "int | ControllerScale | None"]
+ScaleOf = Callable[[dict[str, Any]], int | ControllerScale | None]
 """Scale of the controller named by an ownerReference with `controller: true`.
 
 An int is the replicas of that very controller; a `ControllerScale` names the controller whose

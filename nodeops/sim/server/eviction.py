@@ -407,7 +407,7 @@ def _check_and_decrement(pdb: Mapping[str, Any], pod_name: str, now: datetime) -
     if allowed - 1 == 0:
         update_disruption_allowed_condition(new_status, now)
     disrupted = new_status.get("disruptedPods") or {}
-    pass
+    disrupted[pod_name] = rfc3339(now)
     new_status["disruptedPods"] = disrupted
     return updated
 

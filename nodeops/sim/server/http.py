@@ -310,7 +310,6 @@ class ApiHttp:
                 return self._json(reg.patch(rt, ns, name, ptype, body, "status", dry_run))
         elif sub == "eviction" and verb == "create":
             body = await self._body(request)
-            self._check_eviction_body(body, ns, name)
             return self._json(subresources.evict(reg, ns, name, body, dry_run), 201)
         elif sub == "binding" and verb == "create":
             body = await self._body(request)
@@ -345,19 +344,6 @@ class ApiHttp:
             reg.get(rt, ns, name)
             return web.Response(text="", content_type="text/plain")
         raise errors.method_not_allowed()
-
-    @staticmethod
-    def _check_eviction_body(body: Any, ns: str, name: str) -> None:
-        if not isinstance(body, dict):
-            raise errors.bad_request("the body of the request must be a JSON object")
-        meta = body.get("metadata") or {}
-        if meta.get("name") and meta["name"] != name:
-            raise errors.bad_request("name in URL does not match name in Eviction object")
-        if meta.get("namespace") and meta["namespace"] != ns:
-            raise errors.bad_request(
-                "the namespace of the provided object does not match the namespace sent on "
-                "the request"
-            )
 
     # ----------------------------------------------------------------- bodies
 

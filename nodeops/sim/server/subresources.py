@@ -7,16 +7,20 @@ violated by two evictions racing each other.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from nodeops.sim.server import errors
 from nodeops.sim.server.auth import Authenticator
-from nodeops.sim.server.eviction import decide_eviction
+from nodeops.sim.server.eviction import (
+    decide_eviction,
+    eviction_delete_options,
+    eviction_success_status,
+    with_disruption_target_condition,
+)
 from nodeops.sim.server.registry import Registry
 from nodeops.sim.server.resources import ResourceType
 
-_SUCCESS_CREATED = {
+_SUCCESS_CREATED: dict[str, Any] = {
     "kind": "Status",
     "apiVersion": "v1",
     "metadata": {},
@@ -28,46 +32,31 @@ _SUCCESS_CREATED = {
 def evict(registry: Registry, ns: str, name: str, body: Any, dry_run: bool) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise errors.bad_request("the body of the request must be a JSON object")
+    dry = ["All"] if dry_run else None
+    # Checked before the pod lookup so a malformed body is a 400 ahead of a 404, as in kube.
+    eviction_delete_options(body, namespace=ns, name=name, dry_run=dry)
     pods = registry.lookup("", "v1", "pods")
     pdb_rt = registry.lookup("policy", "v1", "poddisruptionbudgets")
     pod = registry.get(pods, ns, name)
     pdbs = [
         registry.decode(pdb_rt, e) for e in registry.store.bucket(pdb_rt.storage_key).entries(ns)
     ]
-    decision = decide_eviction(pod, body, pdbs, registry.clock.now())
+    decision = decide_eviction(pod, body, pdbs, registry.clock.now(), dry_run=dry)
     if dry_run:
-        return dict(_SUCCESS_CREATED)
+        return eviction_success_status()
     if decision.pdb_to_update is not None:
-        registry.update(
-            pdb_rt,
-            ns,
-            decision.pdb_to_update["metadata"]["name"],
-            decision.pdb_to_update,
-            subresource="status",
-        )
+        pdb = decision.pdb_to_update
+        registry.update(pdb_rt, ns, pdb["metadata"]["name"], pdb, subresource="status")
+    if decision.error_after_pdb_update is not None:
+        raise decision.error_after_pdb_update
+    options = decision.delete_options
     if decision.add_disruption_target_condition:
-        _add_disruption_condition(registry, pods, pod)
-    registry.delete(pods, ns, name, decision.delete_options)
-    return dict(_SUCCESS_CREATED)
-
-
-def _add_disruption_condition(registry: Registry, pods: ResourceType, pod: dict[str, Any]) -> None:
-    status = copy.deepcopy(pod.get("status") or {})
-    conditions = [c for c in status.get("conditions") or [] if c.get("type") != "DisruptionTarget"]
-    conditions.append(
-        {
-            "type": "DisruptionTarget",
-            "status": "True",
-            "reason": "EvictionByEvictionAPI",
-            "message": "Eviction API: evicting",
-            "lastTransitionTime": registry.clock.timestamp(),
-        }
-    )
-    status["conditions"] = conditions
-    body = copy.deepcopy(pod)
-    body["status"] = status
-    body["metadata"].pop("resourceVersion", None)
-    registry.update(pods, pod["metadata"]["namespace"], pod["metadata"]["name"], body, "status")
+        updated = with_disruption_target_condition(pod, registry.clock.now())
+        updated["metadata"].pop("resourceVersion", None)
+        stored = registry.update(pods, ns, name, updated, "status")
+        options = decision.delete_options_after_condition(stored)
+    registry.delete(pods, ns, name, options)
+    return eviction_success_status()
 
 
 def bind(registry: Registry, ns: str, name: str, body: Any, dry_run: bool) -> dict[str, Any]:

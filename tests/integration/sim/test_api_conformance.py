@@ -252,7 +252,16 @@ async def test_patch_strategies(api: Api) -> None:
     await api.patch("/api/v1/nodes/n1", taint, "strategic")
     taint_b = {"spec": {"taints": [{"key": "b", "effect": "NoSchedule"}]}}
     _, n = await api.patch("/api/v1/nodes/n1", taint_b, "strategic")
-    assert [t["key"] for t in n["spec"]["taints"]] == ["a", "b"]
+    # NodeSpec.taints is an atomic list in core/v1: a strategic patch replaces it whole.
+    assert [t["key"] for t in n["spec"]["taints"]] == ["b"]
+    # Conditions merge by `type`.
+    cond = {"type": "Ready", "status": "True"}
+    await api.patch("/api/v1/nodes/n1/status", {"status": {"conditions": [cond]}}, "strategic")
+    pressure = {"type": "DiskPressure", "status": "False"}
+    _, n = await api.patch(
+        "/api/v1/nodes/n1/status", {"status": {"conditions": [pressure]}}, "strategic"
+    )
+    assert sorted(c["type"] for c in n["status"]["conditions"]) == ["DiskPressure", "Ready"]
     _, n = await api.patch("/api/v1/nodes/n1", {"spec": {"unschedulable": True}}, "strategic")
     assert n["spec"]["unschedulable"] is True
     _, n = await api.patch("/api/v1/nodes/n1", {"spec": {"taints": None}}, "merge")
@@ -544,7 +553,7 @@ async def test_concurrent_writers_get_conflicts_not_lost_updates(api: Api) -> No
     rv = cm["metadata"]["resourceVersion"]
 
     async def bump(i: int) -> int:
-        body = {"metadata": {"name": "race", "resourceVersion": rv}, "data": {"n": str(i)}}
+        body = {"metadata": {"name": "race", "resourceVersion": rv}, "data": {"n": str(i + 1)}}
         status, _ = await api.put(f"{NS}/configmaps/race", body)
         return status
 

@@ -1,0 +1,363 @@
+"""The DaemonSet controller: one pod per eligible node, including cordoned ones.
+
+Daemon pods are what a drain must skip and what keeps running on a cordoned node, so they carry
+the controller's default tolerations and are pinned to their node by node affinity (the
+scheduler still binds them), exactly as kube-controller-manager creates them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from nodeops.sim.clock import Clock
+from nodeops.sim.cluster.apiclient import DAEMONSETS, ApiClient, Obj
+from nodeops.sim.cluster.indexes import BY_CONTROLLER, BY_UID, controller_ref, controller_uid, uid
+from nodeops.sim.cluster.informer import Informer, Key, key_of
+from nodeops.sim.cluster.podcontrol import (
+    Expectations,
+    PodControl,
+    available_after,
+    int_or_percent,
+    is_available,
+    merge_status,
+    write_status,
+)
+from nodeops.sim.cluster.podstatus import pod_ready
+from nodeops.sim.cluster.runtime import Controller
+from nodeops.sim.cluster.scheduling import (
+    NO_EXECUTE,
+    NO_SCHEDULE,
+    TAINT_DISK_PRESSURE,
+    TAINT_MEMORY_PRESSURE,
+    TAINT_NETWORK_UNAVAILABLE,
+    TAINT_NOT_READY,
+    TAINT_PID_PRESSURE,
+    TAINT_UNREACHABLE,
+    TAINT_UNSCHEDULABLE,
+    is_deleting,
+    is_terminal,
+    node_matches_affinity,
+    node_taints,
+    untolerated_taint,
+)
+from nodeops.sim.objects import template_hash
+
+REVISION_LABEL = "controller-revision-hash"
+GENERATION_LABEL = "pod-template-generation"
+
+DAEMONSET_TOLERATIONS: tuple[Obj, ...] = (
+    {"key": TAINT_NOT_READY, "operator": "Exists", "effect": NO_EXECUTE},
+    {"key": TAINT_UNREACHABLE, "operator": "Exists", "effect": NO_EXECUTE},
+    {"key": TAINT_DISK_PRESSURE, "operator": "Exists", "effect": NO_SCHEDULE},
+    {"key": TAINT_MEMORY_PRESSURE, "operator": "Exists", "effect": NO_SCHEDULE},
+    {"key": TAINT_PID_PRESSURE, "operator": "Exists", "effect": NO_SCHEDULE},
+    {"key": TAINT_UNSCHEDULABLE, "operator": "Exists", "effect": NO_SCHEDULE},
+)
+HOST_NETWORK_TOLERATION: Obj = {
+    "key": TAINT_NETWORK_UNAVAILABLE,
+    "operator": "Exists",
+    "effect": NO_SCHEDULE,
+}
+
+STATUS_FIELDS = (
+    "currentNumberScheduled",
+    "desiredNumberScheduled",
+    "numberAvailable",
+    "numberMisscheduled",
+    "numberReady",
+    "numberUnavailable",
+    "observedGeneration",
+    "updatedNumberScheduled",
+)
+
+
+def daemon_tolerations(pod_spec: Mapping[str, Any]) -> list[Obj]:
+    """The template's tolerations plus the ones the controller adds to every daemon pod."""
+    out = [dict(t) for t in pod_spec.get("tolerations") or []]
+    extra = list(DAEMONSET_TOLERATIONS)
+    if pod_spec.get("hostNetwork"):
+        extra.append(HOST_NETWORK_TOLERATION)
+    for t in extra:
+        if not any(o.get("key") == t["key"] and o.get("effect") == t["effect"] for o in out):
+            out.append(dict(t))
+    return out
+
+
+def node_should_run(pod_spec: Mapping[str, Any], node: Mapping[str, Any]) -> tuple[bool, bool]:
+    """(should run a new pod, may keep an existing one), `NodeShouldRunDaemonPod`'s answer.
+
+    A NoSchedule taint keeps new daemon pods off but lets a running one stay; a NoExecute taint
+    evicts. Resources are the scheduler's business, not this controller's.
+    """
+    if not node_matches_affinity(pod_spec, node):
+        return False, False
+    tolerations = daemon_tolerations(pod_spec)
+    taints = node_taints(node)
+    if untolerated_taint(taints, tolerations, (NO_EXECUTE,)) is not None:
+        return False, False
+    if untolerated_taint(taints, tolerations, (NO_SCHEDULE,)) is not None:
+        return False, True
+    return True, True
+
+
+def target_node(pod: Mapping[str, Any]) -> str | None:
+    """The node a daemon pod is for: its nodeName, or the node its affinity pins it to."""
+    spec = pod.get("spec") or {}
+    if spec.get("nodeName"):
+        return str(spec["nodeName"])
+    required = (
+        ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        )
+        or {}
+    )
+    for term in required.get("nodeSelectorTerms") or []:
+        for f in term.get("matchFields") or []:
+            if f.get("key") == "metadata.name" and f.get("operator") == "In":
+                values = f.get("values") or []
+                if len(values) == 1:
+                    return str(values[0])
+    return None
+
+
+def pin_to_node(pod: Obj, node: str) -> None:
+    """`ReplaceDaemonSetPodNodeNameNodeAffinity`: required node affinity becomes this node only,
+    other affinity (preferred terms, pod affinity) is kept."""
+    spec = pod["spec"]
+    affinity = spec.get("affinity") or {}
+    node_affinity = dict(affinity.get("nodeAffinity") or {})
+    node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
+        "nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+        ]
+    }
+    spec["affinity"] = {**affinity, "nodeAffinity": node_affinity}
+
+
+@dataclass(slots=True)
+class DsPlan:
+    create: list[str] = field(default_factory=list)
+    delete: list[Mapping[str, Any]] = field(default_factory=list)
+
+
+def plan_daemonset(
+    ds: Mapping[str, Any],
+    nodes: Iterable[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]],
+    revision: str,
+    now: float,
+) -> DsPlan:
+    """Nodes that need a pod and pods that must go (misplaced, failed, duplicate, outdated)."""
+    spec = ds.get("spec") or {}
+    pod_spec = (spec.get("template") or {}).get("spec") or {}
+    min_ready = float(spec.get("minReadySeconds") or 0)
+    by_node: dict[str, list[Mapping[str, Any]]] = {}
+    for p in pods:
+        n = target_node(p)
+        by_node.setdefault(n or "", []).append(p)
+    plan = DsPlan()
+    node_names: set[str] = set()
+    desired = 0
+    unavailable = 0
+    outdated: list[tuple[bool, Mapping[str, Any]]] = []
+    for node in nodes:
+        name = str((node.get("metadata") or {}).get("name") or "")
+        node_names.add(name)
+        should_run, may_stay = node_should_run(pod_spec, node)
+        on_node = by_node.get(name, [])
+        running: list[Mapping[str, Any]] = []
+        for p in on_node:
+            if is_deleting(p):
+                continue
+            if (p.get("status") or {}).get("phase") == "Failed":
+                plan.delete.append(p)
+                continue
+            running.append(p)
+        if should_run:
+            desired += 1
+        if may_stay and running:
+            running.sort(key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "")
+            plan.delete.extend(running[1:])
+            keep = running[0]
+            available = is_available(keep, min_ready, now)
+            if should_run and not available:
+                unavailable += 1
+            labels = (keep.get("metadata") or {}).get("labels") or {}
+            if labels.get(REVISION_LABEL) != revision:
+                outdated.append((available, keep))
+        elif should_run and not on_node:
+            plan.create.append(name)
+            unavailable += 1
+        elif should_run:
+            unavailable += 1  # the previous pod is still terminating
+        else:
+            plan.delete.extend(running)
+    # Unscheduled pods for nodes that no longer exist.
+    for n, ps in by_node.items():
+        if n and n not in node_names:
+            plan.delete.extend(
+                p for p in ps if not (p.get("spec") or {}).get("nodeName") and not is_deleting(p)
+            )
+    strategy = spec.get("updateStrategy") or {}
+    if strategy.get("type", "RollingUpdate") == "RollingUpdate" and outdated:
+        max_unavailable = int_or_percent(
+            (strategy.get("rollingUpdate") or {}).get("maxUnavailable"),
+            desired,
+            round_up=True,
+            default=1,
+        )
+        max_unavailable = max(1, max_unavailable)
+        outdated.sort(key=lambda x: x[0])  # unavailable ones first: replacing them costs nothing
+        for available, p in outdated:
+            if not available:
+                plan.delete.append(p)
+            elif unavailable < max_unavailable:
+                plan.delete.append(p)
+                unavailable += 1
+    return plan
+
+
+def daemonset_status(
+    ds: Mapping[str, Any],
+    nodes: Iterable[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]],
+    revision: str,
+    now: float,
+) -> Obj:
+    spec = ds.get("spec") or {}
+    pod_spec = (spec.get("template") or {}).get("spec") or {}
+    min_ready = float(spec.get("minReadySeconds") or 0)
+    by_node: dict[str, list[Mapping[str, Any]]] = {}
+    for p in pods:
+        if is_terminal(p):
+            continue
+        n = target_node(p)
+        if n:
+            by_node.setdefault(n, []).append(p)
+    desired = current = misscheduled = ready = available = updated = 0
+    for node in nodes:
+        name = str((node.get("metadata") or {}).get("name") or "")
+        should_run, _ = node_should_run(pod_spec, node)
+        on_node = by_node.get(name) or []
+        if should_run:
+            desired += 1
+            if on_node:
+                current += 1
+                oldest = min(
+                    on_node,
+                    key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "",
+                )
+                if pod_ready(oldest):
+                    ready += 1
+                if is_available(oldest, min_ready, now):
+                    available += 1
+                labels = (oldest.get("metadata") or {}).get("labels") or {}
+                if labels.get(REVISION_LABEL) == revision:
+                    updated += 1
+        elif on_node:
+            misscheduled += 1
+    computed: Obj = {
+        "currentNumberScheduled": current,
+        "desiredNumberScheduled": desired,
+        "numberAvailable": available,
+        "numberMisscheduled": misscheduled,
+        "numberReady": ready,
+        "numberUnavailable": max(0, desired - available),
+        "observedGeneration": int((ds.get("metadata") or {}).get("generation") or 0),
+        "updatedNumberScheduled": updated,
+    }
+    status = merge_status(ds.get("status"), STATUS_FIELDS, computed)
+    # These four are always present in a real DaemonSet status, zero or not.
+    for k in ("currentNumberScheduled", "desiredNumberScheduled", "numberMisscheduled", "numberReady"):
+        status[k] = computed[k]
+    return status
+
+
+def _node_signature(node: Mapping[str, Any]) -> tuple[Any, ...]:
+    meta = node.get("metadata") or {}
+    return (tuple(sorted((meta.get("labels") or {}).items())), repr((node.get("spec") or {}).get("taints")))
+
+
+class DaemonSetController(Controller[Key]):
+    name = "daemonset"
+
+    def __init__(
+        self,
+        clock: Clock,
+        client: ApiClient,
+        pods: Informer,
+        nodes: Informer,
+        daemonsets: Informer,
+        *,
+        workers: int = 2,
+    ) -> None:
+        super().__init__(clock, workers=workers)
+        self.client = client
+        self.pods = pods
+        self.nodes = nodes
+        self.daemonsets = daemonsets
+        self.expectations = Expectations()
+        self.control = PodControl(clock, client, pods)
+        pods.add_index(BY_CONTROLLER, controller_uid)
+        daemonsets.add_index(BY_UID, uid)
+        daemonsets.add_handler(self._on_ds)
+        pods.add_handler(self._on_pod)
+        nodes.add_handler(self._on_node)
+
+    def _on_ds(self, old: Obj | None, new: Obj | None) -> None:
+        obj = new if new is not None else old
+        assert obj is not None
+        if new is None:
+            self.expectations.forget((obj.get("metadata") or {}).get("uid") or "")
+        self.queue.add(key_of(obj))
+
+    def _on_pod(self, old: Obj | None, new: Obj | None) -> None:
+        obj = new if new is not None else old
+        assert obj is not None
+        ref = controller_ref(obj)
+        if ref is None or ref.get("kind") != "DaemonSet":
+            return
+        owner_uid = str(ref.get("uid"))
+        self.expectations.observe(old, new, owner_uid)
+        for ds in self.daemonsets.by_index(BY_UID, owner_uid):
+            self.queue.add(key_of(ds))
+
+    def _on_node(self, old: Obj | None, new: Obj | None) -> None:
+        if old is not None and new is not None and _node_signature(old) == _node_signature(new):
+            return
+        for key in self.daemonsets.store:
+            self.queue.add(key)
+
+    async def reconcile(self, key: Key) -> float | None:
+        ds = self.daemonsets.store.get(key)
+        if ds is None:
+            return None
+        meta = ds.get("metadata") or {}
+        ds_uid = meta.get("uid") or ""
+        pods = self.pods.by_index(BY_CONTROLLER, ds_uid)
+        template = (ds.get("spec") or {}).get("template") or {}
+        revision = template_hash(template)
+        nodes = list(self.nodes.store.values())
+        now = self.clock.now().timestamp()
+        if not is_deleting(ds) and self.expectations.satisfied(ds_uid):
+            plan = plan_daemonset(ds, nodes, pods, revision, now)
+            if plan.delete:
+                await self.control.delete_many(plan.delete, self.expectations, ds_uid)
+            if plan.create:
+                generation = str(meta.get("generation") or 1)
+                new_pods = []
+                for node in plan.create:
+                    pod = self.control.build(template, ds, node_name=node)
+                    pod["spec"].pop("nodeName", None)
+                    pin_to_node(pod, node)
+                    pod["spec"]["tolerations"] = daemon_tolerations(pod["spec"])
+                    pod["metadata"].setdefault("labels", {})[GENERATION_LABEL] = generation
+                    new_pods.append(pod)
+                await self.control.create_many(new_pods, self.expectations, ds_uid)
+        await write_status(
+            self.client, DAEMONSETS, ds, daemonset_status(ds, nodes, pods, revision, now)
+        )
+        min_ready = float((ds.get("spec") or {}).get("minReadySeconds") or 0)
+        return available_after(pods, min_ready, now)

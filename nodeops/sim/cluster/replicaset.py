@@ -1,0 +1,137 @@
+"""The ReplicaSet controller: keep `replicas` active pods, report how many are ready.
+
+Node drains depend on it: an evicted pod is replaced by its ReplicaSet elsewhere, and the new
+pod's readiness is what lets the next eviction pass the PodDisruptionBudget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from nodeops.sim.clock import Clock
+from nodeops.sim.cluster.apiclient import REPLICASETS, ApiClient, Obj
+from nodeops.sim.cluster.indexes import BY_CONTROLLER, BY_UID, controller_ref, controller_uid, uid
+from nodeops.sim.cluster.informer import Informer, Key, key_of
+from nodeops.sim.cluster.podcontrol import (
+    Expectations,
+    PodControl,
+    available_after,
+    deletion_order,
+    is_active,
+    is_available,
+    merge_status,
+    write_status,
+)
+from nodeops.sim.cluster.podstatus import pod_ready
+from nodeops.sim.cluster.runtime import Controller
+from nodeops.sim.cluster.scheduling import is_deleting
+
+STATUS_FIELDS = (
+    "replicas",
+    "fullyLabeledReplicas",
+    "readyReplicas",
+    "availableReplicas",
+    "observedGeneration",
+)
+
+
+def replica_diff(replicas: int, active: int, *, burst: int = 500) -> int:
+    """Pods to create (> 0) or delete (< 0), at most `burst` per sync like `burstReplicas`."""
+    diff = replicas - active
+    return max(-burst, min(burst, diff))
+
+
+def pods_to_delete(active: Sequence[Mapping[str, Any]], count: int) -> list[Mapping[str, Any]]:
+    return deletion_order(active)[:count] if count > 0 else []
+
+
+def replicaset_status(
+    rs: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], now: float
+) -> dict[str, Any]:
+    spec = rs.get("spec") or {}
+    min_ready = float(spec.get("minReadySeconds") or 0)
+    labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    active = [p for p in pods if is_active(p)]
+    fully = sum(
+        1
+        for p in active
+        if all(((p.get("metadata") or {}).get("labels") or {}).get(k) == v for k, v in labels.items())
+    )
+    computed: Obj = {
+        "replicas": len(active),
+        "fullyLabeledReplicas": fully,
+        "readyReplicas": sum(1 for p in active if pod_ready(p)),
+        "availableReplicas": sum(1 for p in active if is_available(p, min_ready, now)),
+        "observedGeneration": int((rs.get("metadata") or {}).get("generation") or 0),
+    }
+    return merge_status(rs.get("status"), STATUS_FIELDS, computed)
+
+
+class ReplicaSetController(Controller[Key]):
+    name = "replicaset"
+
+    def __init__(
+        self,
+        clock: Clock,
+        client: ApiClient,
+        pods: Informer,
+        replicasets: Informer,
+        *,
+        workers: int = 4,
+        burst: int = 500,
+    ) -> None:
+        super().__init__(clock, workers=workers)
+        self.client = client
+        self.pods = pods
+        self.replicasets = replicasets
+        self.burst = burst
+        self.expectations = Expectations()
+        self.control = PodControl(clock, client, pods)
+        pods.add_index(BY_CONTROLLER, controller_uid)
+        replicasets.add_index(BY_UID, uid)
+        replicasets.add_handler(self._on_rs)
+        pods.add_handler(self._on_pod)
+
+    def _on_rs(self, old: Obj | None, new: Obj | None) -> None:
+        obj = new if new is not None else old
+        assert obj is not None
+        if new is None:
+            self.expectations.forget((obj.get("metadata") or {}).get("uid") or "")
+        self.queue.add(key_of(obj))
+
+    def _on_pod(self, old: Obj | None, new: Obj | None) -> None:
+        obj = new if new is not None else old
+        assert obj is not None
+        ref = controller_ref(obj)
+        if ref is None or ref.get("kind") != "ReplicaSet":
+            return
+        owner_uid = str(ref.get("uid"))
+        self.expectations.observe(old, new, owner_uid)
+        for rs in self.replicasets.by_index(BY_UID, owner_uid):
+            self.queue.add(key_of(rs))
+
+    async def reconcile(self, key: Key) -> float | None:
+        rs = self.replicasets.store.get(key)
+        if rs is None:
+            return None
+        meta = rs.get("metadata") or {}
+        rs_uid = meta.get("uid") or ""
+        pods = self.pods.by_index(BY_CONTROLLER, rs_uid)
+        if not is_deleting(rs) and self.expectations.satisfied(rs_uid):
+            await self._manage(rs, rs_uid, [p for p in pods if is_active(p)])
+        now = self.clock.now().timestamp()
+        await write_status(self.client, REPLICASETS, rs, replicaset_status(rs, pods, now))
+        min_ready = float((rs.get("spec") or {}).get("minReadySeconds") or 0)
+        return available_after(pods, min_ready, now)
+
+    async def _manage(self, rs: Obj, rs_uid: str, active: list[Obj]) -> None:
+        replicas = int((rs.get("spec") or {}).get("replicas", 1) or 0)
+        diff = replica_diff(replicas, len(active), burst=self.burst)
+        if diff > 0:
+            template = (rs.get("spec") or {}).get("template") or {}
+            pods = [self.control.build(template, rs) for _ in range(diff)]
+            await self.control.create_many(pods, self.expectations, rs_uid, max_batch=self.burst)
+        elif diff < 0:
+            victims = pods_to_delete(active, -diff)
+            await self.control.delete_many(victims, self.expectations, rs_uid)
