@@ -388,7 +388,9 @@ class LabelSelector:
     _reqs: tuple[LabelRequirement, ...]
     _nothing: bool
 
-    def __init__(self, requirements: Iterable[LabelRequirement] = (), *, nothing: bool = False):
+    def __init__(
+        self, requirements: Iterable[LabelRequirement] = (), *, nothing: bool = False
+    ) -> None:
         # Go sorts by key with a sort that is stable for the short lists selectors are.
         reqs = tuple(sorted(requirements, key=lambda r: r.key))
         object.__setattr__(self, "_reqs", () if nothing else reqs)

@@ -235,7 +235,7 @@ def test_requires_exact_match_and_immutability() -> None:
     assert selector.requires_exact_match("zone") == "z"
     assert selector.requires_exact_match("other") is None
     with pytest.raises(AttributeError):
-        selector.matches = lambda labels: True  # type: ignore[method-assign]
+        selector.matches = lambda labels: True
     assert hash(selector) == hash(parse_label_selector("zone in (z),tier in (b,a),app=web"))
 
 
@@ -350,7 +350,7 @@ def test_field_selector_helpers() -> None:
     assert escape_field_value("a,b=c\\") == "a\\,b\\=c\\\\"
     assert isinstance(selector, FieldSelector)
     with pytest.raises(AttributeError):
-        selector.matches = lambda fields: True  # type: ignore[method-assign]
+        selector.matches = lambda fields: True
 
 
 def test_selectors_handle_large_lists() -> None:

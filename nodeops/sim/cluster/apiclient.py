@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import quote
@@ -177,7 +177,9 @@ def _error_class(code: int, reason: str) -> type[ApiError]:
     return ServerError if code >= 500 else ApiError
 
 
-def error_from_status(code: int, status: Mapping[str, Any] | None, method: str, path: str) -> ApiError:
+def error_from_status(
+    code: int, status: Mapping[str, Any] | None, method: str, path: str
+) -> ApiError:
     reason = str((status or {}).get("reason") or "")
     return _error_class(code, reason)(code, status, method, path)
 
@@ -233,7 +235,7 @@ class Watch:
         self._label_selector = label_selector
         self._field_selector = field_selector
         self._timeout_seconds = timeout_seconds
-        self._stream: AsyncIterator[WatchEvent] | None = None
+        self._stream: AsyncGenerator[WatchEvent, None] | None = None
         self._failures = 0
 
     def __aiter__(self) -> Watch:
@@ -243,7 +245,7 @@ class Watch:
         """Close the open stream now rather than when the generator is collected."""
         stream, self._stream = self._stream, None
         if stream is not None:
-            await stream.aclose()  # type: ignore[attr-defined]
+            await stream.aclose()
 
     async def __anext__(self) -> WatchEvent:
         while True:
@@ -262,7 +264,9 @@ class Watch:
                     raise
                 self._failures += 1
                 delay = min(5.0, 0.05 * 2 ** min(self._failures, 7)) * random.uniform(0.8, 1.2)
-                log.debug("watch %s failed (%s), resuming in %.2fs", self._resource.plural, exc, delay)
+                log.debug(
+                    "watch %s failed (%s), resuming in %.2fs", self._resource.plural, exc, delay
+                )
                 await asyncio.sleep(delay)
 
     async def _relist(self) -> WatchEvent:
@@ -275,7 +279,7 @@ class Watch:
         self.resource_version = result.resource_version
         return WatchEvent(RELISTED, {}, result.items)
 
-    async def _open(self) -> AsyncIterator[WatchEvent]:
+    async def _open(self) -> AsyncGenerator[WatchEvent, None]:
         params: dict[str, str] = {
             "watch": "true",
             "allowWatchBookmarks": "true",
@@ -441,7 +445,9 @@ class ApiClient:
                     delay = float(retry_header)
                 except ValueError:
                     delay = None
-            await asyncio.sleep((delay if delay is not None else 0.1 * attempt) * random.uniform(1, 1.2))
+            await asyncio.sleep(
+                (delay if delay is not None else 0.1 * attempt) * random.uniform(1, 1.2)
+            )
 
     # -- verbs ----------------------------------------------------------------------------------
 

@@ -107,12 +107,9 @@ def target_node(pod: Mapping[str, Any]) -> str | None:
     spec = pod.get("spec") or {}
     if spec.get("nodeName"):
         return str(spec["nodeName"])
-    required = (
-        ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-            "requiredDuringSchedulingIgnoredDuringExecution"
-        )
-        or {}
-    )
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
     for term in required.get("nodeSelectorTerms") or []:
         for f in term.get("matchFields") or []:
             if f.get("key") == "metadata.name" and f.get("operator") == "In":
@@ -270,14 +267,22 @@ def daemonset_status(
     }
     status = merge_status(ds.get("status"), STATUS_FIELDS, computed)
     # These four are always present in a real DaemonSet status, zero or not.
-    for k in ("currentNumberScheduled", "desiredNumberScheduled", "numberMisscheduled", "numberReady"):
+    for k in (
+        "currentNumberScheduled",
+        "desiredNumberScheduled",
+        "numberMisscheduled",
+        "numberReady",
+    ):
         status[k] = computed[k]
     return status
 
 
 def _node_signature(node: Mapping[str, Any]) -> tuple[Any, ...]:
     meta = node.get("metadata") or {}
-    return (tuple(sorted((meta.get("labels") or {}).items())), repr((node.get("spec") or {}).get("taints")))
+    return (
+        tuple(sorted((meta.get("labels") or {}).items())),
+        repr((node.get("spec") or {}).get("taints")),
+    )
 
 
 class DaemonSetController(Controller[Key]):

@@ -130,9 +130,7 @@ class DisruptionController(Controller[Key]):
                     return ControllerScale(str(owner.get("uid")), replicas)
                 return None
             return int((rs.get("spec") or {}).get("replicas", 1) or 0)
-        informer = {"Deployment": self.deployments, "StatefulSet": self.statefulsets}.get(
-            str(kind)
-        )
+        informer = {"Deployment": self.deployments, "StatefulSet": self.statefulsets}.get(str(kind))
         if informer is None:
             return None
         found = informer.by_index(BY_UID, ref_uid)

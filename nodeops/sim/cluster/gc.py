@@ -85,7 +85,9 @@ def decide_dependent(
     return Decision("patch", owner_references=refs)
 
 
-def blocking_dependents(dependents: Sequence[Mapping[str, Any]], owner_uid: str) -> list[Mapping[str, Any]]:
+def blocking_dependents(
+    dependents: Sequence[Mapping[str, Any]], owner_uid: str
+) -> list[Mapping[str, Any]]:
     """Dependents whose reference to the owner has blockOwnerDeletion: they hold a foreground
     deletion until they are gone (being deleted is not gone)."""
     out = []
@@ -225,7 +227,9 @@ class GarbageCollector(Controller[GCKey]):
         meta = live.get("metadata") or {}
         if meta.get("uid") != ref.get("uid"):
             return OwnerState(ref, False)  # same name, different object: the owner is gone
-        waiting = bool(meta.get("deletionTimestamp")) and FOREGROUND in (meta.get("finalizers") or [])
+        waiting = bool(meta.get("deletionTimestamp")) and FOREGROUND in (
+            meta.get("finalizers") or []
+        )
         return OwnerState(ref, True, waiting)
 
     async def _attempt_to_delete(self, resource: Resource, obj: Obj) -> None:
@@ -257,7 +261,10 @@ class GarbageCollector(Controller[GCKey]):
     async def _set_owner_refs(self, resource: Resource, obj: Obj, refs: list[Obj]) -> None:
         meta = obj.get("metadata") or {}
         patch = {
-            "metadata": {"resourceVersion": meta.get("resourceVersion"), "ownerReferences": refs or None}
+            "metadata": {
+                "resourceVersion": meta.get("resourceVersion"),
+                "ownerReferences": refs or None,
+            }
         }
         try:
             await self.client.patch(resource, meta["name"], patch, meta.get("namespace"))
@@ -268,7 +275,10 @@ class GarbageCollector(Controller[GCKey]):
         meta = obj.get("metadata") or {}
         remaining = [f for f in meta.get("finalizers") or [] if f != finalizer]
         patch = {
-            "metadata": {"resourceVersion": meta.get("resourceVersion"), "finalizers": remaining or None}
+            "metadata": {
+                "resourceVersion": meta.get("resourceVersion"),
+                "finalizers": remaining or None,
+            }
         }
         try:
             await self.client.patch(resource, meta["name"], patch, meta.get("namespace"))

@@ -118,8 +118,8 @@ class Informer:
             for obj in list(self.store.values()):
                 self._call(handler, None, obj)
 
-    async def wait_synced(self, timeout: float | None = None) -> None:
-        await asyncio.wait_for(self.synced.wait(), timeout)
+    async def wait_synced(self, within: float | None = None) -> None:
+        await asyncio.wait_for(self.synced.wait(), within)
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -161,9 +161,7 @@ class Informer:
             except Exception as exc:
                 failures += 1
                 delay = min(10.0, 0.1 * 2 ** min(failures, 7)) * random.uniform(0.8, 1.2)
-                log.warning(
-                    "informer %s: %s; retrying in %.1fs", self.resource.plural, exc, delay
-                )
+                log.warning("informer %s: %s; retrying in %.1fs", self.resource.plural, exc, delay)
                 await asyncio.sleep(delay)
 
     # -- cache maintenance ----------------------------------------------------------------------
@@ -254,7 +252,9 @@ class InformerSet:
         if inf is None:
             inf = self._informers[key] = Informer(self.client, resource, namespace=namespace)
             if self._started:
-                self._tasks.append(asyncio.create_task(inf.run(), name=f"informer-{resource.plural}"))
+                self._tasks.append(
+                    asyncio.create_task(inf.run(), name=f"informer-{resource.plural}")
+                )
         return inf
 
     def all(self) -> list[Informer]:
@@ -265,9 +265,9 @@ class InformerSet:
         for (resource, _), inf in self._informers.items():
             self._tasks.append(asyncio.create_task(inf.run(), name=f"informer-{resource.plural}"))
 
-    async def wait_synced(self, timeout: float | None = None) -> None:
+    async def wait_synced(self, within: float | None = None) -> None:
         await asyncio.wait_for(
-            asyncio.gather(*(i.synced.wait() for i in self._informers.values())), timeout
+            asyncio.gather(*(i.synced.wait() for i in self._informers.values())), within
         )
 
     async def stop(self) -> None:

@@ -3,7 +3,7 @@
 One loop serves all nodes because a process per node would not scale to 5,000 nodes; each node
 still behaves like its own kubelet: a lease renewed every 10 simulated seconds, node status
 posted when it changes, pods started after a delay and stopped after their grace period, and
-nothing at all once that node's kubelet is made to fail (see `annotations.KUBELET_STATE`).
+nothing at all once that node's kubelet is made to fail (see `sim_annotations.KUBELET_STATE`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import random
 from typing import Any
 
 from nodeops.sim.clock import Clock, parse_time
-from nodeops.sim.cluster import annotations as ann
+from nodeops.sim.cluster import sim_annotations as ann
 from nodeops.sim.cluster.apiclient import (
     LEASES,
     NODES,
@@ -75,7 +75,9 @@ def termination_grace(pod: Obj) -> float:
     spec = pod.get("spec") or {}
     meta = pod.get("metadata") or {}
     grace = spec.get("terminationGracePeriodSeconds")
-    candidates = [float(v) for v in (grace, meta.get("deletionGracePeriodSeconds")) if v is not None]
+    candidates = [
+        float(v) for v in (grace, meta.get("deletionGracePeriodSeconds")) if v is not None
+    ]
     return max(0.0, min(candidates)) if candidates else 30.0
 
 
@@ -107,7 +109,10 @@ class _NodeAgent:
 
     @property
     def ip(self) -> str:
-        return node_internal_ip(self.node) or f"192.168.{self.index // 250 % 256}.{self.index % 250 + 2}"
+        return (
+            node_internal_ip(self.node)
+            or f"192.168.{self.index // 250 % 256}.{self.index % 250 + 2}"
+        )
 
 
 class Kubelet(Controller[Key]):
@@ -399,7 +404,12 @@ class Kubelet(Controller[Key]):
         # StatefulSet ordinal) must not receive the status meant for its predecessor.
         body: dict[str, Any] = {"metadata": {"uid": uid}, "status": status}
         updated = await self.client.patch(
-            PODS, meta["name"], body, meta["namespace"], patch_type="strategic", subresource="status"
+            PODS,
+            meta["name"],
+            body,
+            meta["namespace"],
+            patch_type="strategic",
+            subresource="status",
         )
         self._written[uid] = _rv(updated)
 

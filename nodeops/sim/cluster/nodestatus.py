@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from nodeops.sim.clock import parse_time
-from nodeops.sim.cluster.annotations import KUBELET_RUNNING
+from nodeops.sim.cluster.sim_annotations import KUBELET_RUNNING
 from nodeops.sim.cluster.apiclient import Obj
 
 _PRESSURE = (

@@ -54,7 +54,9 @@ def is_available(pod: Mapping[str, Any], min_ready_seconds: float, now: float) -
     return min_ready_seconds <= 0 or since + min_ready_seconds <= now
 
 
-def available_after(pods: Iterable[Mapping[str, Any]], min_ready_seconds: float, now: float) -> float | None:
+def available_after(
+    pods: Iterable[Mapping[str, Any]], min_ready_seconds: float, now: float
+) -> float | None:
     """Seconds until the next ready-but-not-yet-available pod becomes available."""
     if min_ready_seconds <= 0:
         return None
@@ -243,7 +245,12 @@ class PodControl:
         return await self.client.create(PODS, pod, pod["metadata"]["namespace"])
 
     async def create_many(
-        self, pods: Sequence[Obj], expectations: Expectations, owner_uid: str, *, max_batch: int = 500
+        self,
+        pods: Sequence[Obj],
+        expectations: Expectations,
+        owner_uid: str,
+        *,
+        max_batch: int = 500,
     ) -> int:
         """Create in slow-start batches (1, 2, 4...) that stop at the first failure, like
         `slowStartBatch`: a quota or admission error costs one request, not hundreds."""
@@ -253,9 +260,7 @@ class PodControl:
         while remaining:
             chunk, remaining = remaining[:batch], remaining[batch:]
             expectations.expect(owner_uid, adds=len(chunk))
-            results = await asyncio.gather(
-                *(self.create(p) for p in chunk), return_exceptions=True
-            )
+            results = await asyncio.gather(*(self.create(p) for p in chunk), return_exceptions=True)
             failed: BaseException | None = None
             for r in results:
                 if isinstance(r, BaseException):

@@ -56,7 +56,9 @@ def replicaset_status(
     fully = sum(
         1
         for p in active
-        if all(((p.get("metadata") or {}).get("labels") or {}).get(k) == v for k, v in labels.items())
+        if all(
+            ((p.get("metadata") or {}).get("labels") or {}).get(k) == v for k, v in labels.items()
+        )
     )
     computed: Obj = {
         "replicas": len(active),

@@ -332,10 +332,14 @@ class Scheduler:
         except NotFound:
             return
         except Exception as exc:
-            log.debug("pod %s/%s: condition update failed: %s", meta.get("namespace"), meta.get("name"), exc)
+            log.debug(
+                "pod %s/%s: condition update failed: %s",
+                meta.get("namespace"),
+                meta.get("name"),
+                exc,
+            )
 
     async def stop(self) -> None:
         for t in list(self._tasks):
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-

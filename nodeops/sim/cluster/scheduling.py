@@ -127,7 +127,7 @@ def node_condition(node: Obj, ctype: str) -> Obj | None:
 
 
 def node_ready_status(node: Obj) -> str:
-    """"True", "False" or "Unknown" (also when the kubelet never reported)."""
+    """ "True", "False" or "Unknown" (also when the kubelet never reported)."""
     c = node_condition(node, "Ready")
     return str(c.get("status") or "Unknown") if c else "Unknown"
 
@@ -150,7 +150,10 @@ def effective_taints(node: Obj) -> list[Obj]:
     taints = node_taints(node)
     have = {(t.get("key"), t.get("effect")) for t in taints}
     extra: list[Obj] = []
-    if (node.get("spec") or {}).get("unschedulable") and (TAINT_UNSCHEDULABLE, NO_SCHEDULE) not in have:
+    if (node.get("spec") or {}).get("unschedulable") and (
+        TAINT_UNSCHEDULABLE,
+        NO_SCHEDULE,
+    ) not in have:
         extra.append({"key": TAINT_UNSCHEDULABLE, "effect": NO_SCHEDULE})
     ready = node_ready_status(node)
     if ready != "True":
@@ -244,12 +247,9 @@ def node_matches_affinity(pod_spec: Obj, node: Obj) -> bool:
     for k, v in (pod_spec.get("nodeSelector") or {}).items():
         if labels.get(k) != v:
             return False
-    required = (
-        ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-            "requiredDuringSchedulingIgnoredDuringExecution"
-        )
-        or {}
-    )
+    required = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
     terms = required.get("nodeSelectorTerms")
     if terms is None:
         return True

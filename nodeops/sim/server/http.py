@@ -19,7 +19,7 @@ import yaml
 from aiohttp import web
 
 from nodeops.common.selectors import SelectorError, parse_field_selector, parse_label_selector
-from nodeops.sim.server import discovery, errors, subresources
+from nodeops.sim.server import discovery, errors, openapi, subresources
 from nodeops.sim.server.accounting import RequestStats
 from nodeops.sim.server.auth import (
     ADMIN_USER,
@@ -220,6 +220,12 @@ class ApiHttp:
             return self._json(discovery.api_versions(self.server_address))
         if path == "/apis":
             return self._json(discovery.api_group_list(types))
+        if path == "/openapi/v3":
+            return self._json(openapi.root(types))
+        if path.startswith("/openapi/v3/"):
+            doc = openapi.group_version(types, path[len("/openapi/v3/") :])
+            if doc is not None:
+                return self._json(doc)
         parts = [p for p in path.split("/") if p]
         if len(parts) == 2 and parts[0] == "api":
             doc = discovery.resource_list(types, "", parts[1])

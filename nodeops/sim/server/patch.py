@@ -1204,8 +1204,14 @@ def _apply_element_orders(original: dict[str, Any], patch: dict[str, Any], schem
             patch_list = patch[key]
         child = schema.child(key)
         _check_order_covers_patch(patch_list, order, child.merge_key)
+        # apimachinery hands the live list itself down to the merge, whose deletions shift it
+        # and whose additions fill the freed cells in place; the server order used below is
+        # read from that array afterwards, and kube's results depend on it.
+        server_order = original_list
         if in_original and in_patch:
-            merged = _merge_list_field(original_list, patch_list, child, False)
+            cells = list(original_list)
+            merged = _merge_list_field(original_list, patch_list, child, False, cells)
+            server_order = cells[: len(original_list)]
         elif in_original:
             merged = original_list
         elif in_patch:
@@ -1218,7 +1224,7 @@ def _apply_element_orders(original: dict[str, Any], patch: dict[str, Any], schem
             named, server_only = _partition_scalars(merged, order)
         item_kind = _element_type(original_list, patch_list)
         original[key] = _order_items(
-            named, server_only, order, original_list, child.merge_key, item_kind
+            named, server_only, order, server_order, child.merge_key, item_kind
         )
         patch.pop(key, None)
 
@@ -1258,16 +1264,51 @@ def _merge_key_equal(left: Any, right: Any, merge_key: str) -> bool:
 
 
 def _merge_list_field(
-    original: list[Any], patch: list[Any], schema: _Field, is_delete_list: bool
+    original: list[Any],
+    patch: list[Any],
+    schema: _Field,
+    is_delete_list: bool,
+    cells: list[Any] | None = None,
 ) -> list[Any]:
-    """Untagged lists take the patch's list; deletion lists apply whatever the tag."""
+    """Untagged lists take the patch's list; deletion lists apply whatever the tag.
+
+    ``cells`` stands for the Go array behind ``original`` when the caller reads it afterwards.
+    """
     if schema.strategy == "merge" or is_delete_list:
-        return _merge_list(original, patch, schema, is_delete_list)
+        return _merge_list(original, patch, schema, is_delete_list, cells)
     return patch
 
 
+class _GoSlice:
+    """A Go slice over an array of fixed size: deleting shifts the cells after the victim left
+    (the last one keeps its old value) and appending writes the next free cell, moving to a
+    new array only when none is left - as ``append`` does on the array kube decoded into."""
+
+    def __init__(self, cells: list[Any]) -> None:
+        self.cells = cells
+        self.length = len(cells)
+
+    def items(self) -> list[Any]:
+        return self.cells[: self.length]
+
+    def delete(self, index: int) -> None:
+        self.cells[index : self.length - 1] = self.cells[index + 1 : self.length]
+        self.length -= 1
+
+    def append(self, value: Any) -> None:
+        if self.length == len(self.cells):
+            self.cells = [*self.cells, value]
+        else:
+            self.cells[self.length] = value
+        self.length += 1
+
+
 def _merge_list(
-    original: list[Any], patch: list[Any], schema: _Field, is_delete_list: bool
+    original: list[Any],
+    patch: list[Any],
+    schema: _Field,
+    is_delete_list: bool,
+    cells: list[Any] | None = None,
 ) -> list[Any]:
     if not original and not patch:
         return original
@@ -1280,8 +1321,13 @@ def _merge_list(
     else:
         if not merge_key:
             raise _MergeError(f"cannot merge lists without merge key for {schema.elem}")
-        original, patch = _apply_item_directives(original, patch, merge_key)
-        merged = _merge_keyed_items(original, patch, merge_key, schema)
+        # The array the live list was decoded into is exactly as long as the list: objects come
+        # from the watch cache as deep copies, and conversions keep their capacity.
+        items = _GoSlice(cells if cells is not None else list(original))
+        items, patch = _apply_item_directives(items, patch, merge_key)
+        original = items.items()
+        _merge_keyed_items(items, patch, merge_key, schema)
+        merged = items.items()
     if merge_key:
         named, server_only = _partition_maps(merged, patch, merge_key)
     else:
@@ -1311,8 +1357,8 @@ def _element_type(*lists: list[Any]) -> str:
 
 
 def _apply_item_directives(
-    original: list[Any], patch: list[Any], merge_key: str
-) -> tuple[list[Any], list[Any]]:
+    original: _GoSlice, patch: list[Any], merge_key: str
+) -> tuple[_GoSlice, list[Any]]:
     """``$patch`` items: delete drops the matching items, replace keeps only the patch's."""
     plain: list[Any] = []
     replace = False
@@ -1324,7 +1370,7 @@ def _apply_item_directives(
         if directive == "delete":
             if merge_key not in item:
                 raise _no_merge_key(item, merge_key)
-            original = _delete_matching(original, merge_key, item[merge_key])
+            _delete_matching(original, merge_key, item[merge_key])
         elif directive == "replace":
             replace = True
         elif directive == "merge":
@@ -1332,7 +1378,7 @@ def _apply_item_directives(
         else:
             raise _bad_patch_type(directive, item)
     if replace:
-        return plain, []
+        return _GoSlice(plain), []
     return original, plain
 
 
@@ -1345,29 +1391,23 @@ def _find_keyed(items: list[Any], merge_key: str, value: Any) -> tuple[int, dict
     return None
 
 
-def _delete_matching(items: list[Any], merge_key: str, value: Any) -> list[Any]:
-    remaining = list(items)
-    while (found := _find_keyed(remaining, merge_key, value)) is not None:
-        del remaining[found[0]]
-    return remaining
+def _delete_matching(items: _GoSlice, merge_key: str, value: Any) -> None:
+    while (found := _find_keyed(items.items(), merge_key, value)) is not None:
+        items.delete(found[0])
 
 
-def _merge_keyed_items(
-    original: list[Any], patch: list[Any], merge_key: str, schema: _Field
-) -> list[Any]:
+def _merge_keyed_items(items: _GoSlice, patch: list[Any], merge_key: str, schema: _Field) -> None:
     """Merge each patch item into the item with its key, or add it; later patch items with
     the same key merge into the one just added."""
-    merged = list(original)
     for item in patch:
         if merge_key not in item:
             raise _no_merge_key(item, merge_key)
-        found = _find_keyed(merged, merge_key, item[merge_key])
+        found = _find_keyed(items.items(), merge_key, item[merge_key])
         if found is None:
-            merged.append(item)
+            items.append(item)
         else:
             index, current = found
-            merged[index] = _merge_map(current, item, schema)
-    return merged
+            items.cells[index] = _merge_map(current, item, schema)
 
 
 def _dedupe_scalars(items: list[Any]) -> list[Any]:

@@ -1,0 +1,515 @@
+"""The simulated cluster's loops against the real simulated API server over loopback."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import pytest
+
+from nodeops.sim import objects
+from nodeops.sim.clock import Clock
+from nodeops.sim.cluster import ClusterLoops
+from nodeops.sim.cluster import sim_annotations as ann
+from nodeops.sim.cluster.apiclient import (
+    DAEMONSETS,
+    DEPLOYMENTS,
+    LEASES,
+    NODES,
+    PDBS,
+    PODS,
+    REPLICASETS,
+    STATEFULSETS,
+    ApiClient,
+    NotFound,
+)
+from nodeops.sim.server.app import SimServer
+
+T = TypeVar("T")
+NS = "default"
+TIME_SCALE = 100.0
+
+
+async def until(
+    check: Callable[[], Awaitable[T]], *, timeout: float = 10.0, what: str = "condition"
+) -> T:
+    """Poll `check` every few milliseconds until it returns something truthy."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    last: Any = None
+    while True:
+        last = await check()
+        if last:
+            return last
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}; last value: {last!r}")
+        await asyncio.sleep(0.02)
+
+
+class Cluster:
+    def __init__(self, server: SimServer, client: ApiClient, loops: ClusterLoops) -> None:
+        self.server = server
+        self.client = client
+        self.loops = loops
+
+    async def add_node(self, name: str, **kw: Any) -> dict[str, Any]:
+        node = objects.make_node(name, now=self.loops.clock.now(), **kw)
+        return await self.client.create(NODES, objects.for_create(node))
+
+    async def pods(self, selector: str | None = None) -> list[dict[str, Any]]:
+        return (await self.client.list(PODS, NS, label_selector=selector)).items
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (pod.get("status") or {}).get("conditions") or []
+    )
+
+
+def _template(app: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"labels": {"app": app}},
+        "spec": {
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "nginx:1.27",
+                    "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                }
+            ],
+            **spec,
+        },
+    }
+
+
+def deployment(name: str, replicas: int, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": _template(name),
+            **spec,
+        },
+    }
+
+
+def replicaset(name: str, replicas: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": _template(name),
+        },
+    }
+
+
+@pytest.fixture
+async def cluster() -> AsyncIterator[Cluster]:
+    clock = Clock(TIME_SCALE)
+    server = SimServer(clock=clock, bookmark_interval=0.2)
+    await server.start()
+    client = ApiClient(server.url, server.admin_token, component="test")
+    loops = ClusterLoops(server.url, server.admin_token, clock, kubelet_start_seconds=1.0)
+    c = Cluster(server, client, loops)
+    try:
+        for i in range(3):
+            await c.add_node(f"node-{i}")
+        await loops.start()
+        yield c
+    finally:
+        await loops.stop()
+        await client.close()
+        await server.stop()
+
+
+async def test_deployment_pods_run_ready_and_spread(cluster: Cluster) -> None:
+    await cluster.client.create(DEPLOYMENTS, deployment("web", 6), NS)
+
+    async def all_ready() -> list[dict[str, Any]] | None:
+        pods = await cluster.pods("app=web")
+        ok = len(pods) == 6 and all(
+            p["status"].get("phase") == "Running" and _ready(p) for p in pods
+        )
+        return pods if ok else None
+
+    pods = await until(all_ready, what="6 running ready pods")
+    per_node: dict[str, int] = {}
+    for p in pods:
+        per_node[p["spec"]["nodeName"]] = per_node.get(p["spec"]["nodeName"], 0) + 1
+        assert p["status"]["podIP"]
+        assert p["status"]["containerStatuses"][0]["ready"] is True
+        owner = p["metadata"]["ownerReferences"][0]
+        assert owner["kind"] == "ReplicaSet" and owner["controller"] is True
+        assert p["metadata"]["name"].startswith(owner["name"] + "-")
+    assert per_node == {"node-0": 2, "node-1": 2, "node-2": 2}
+
+    async def deployment_available() -> dict[str, Any] | None:
+        d = await cluster.client.get(DEPLOYMENTS, "web", NS)
+        st = d.get("status") or {}
+        return d if st.get("availableReplicas") == 6 and st.get("updatedReplicas") == 6 else None
+
+    d = await until(deployment_available, what="deployment status")
+    assert d["status"]["observedGeneration"] == d["metadata"]["generation"]
+    rs_list = (await cluster.client.list(REPLICASETS, NS)).items
+    assert len(rs_list) == 1
+    assert rs_list[0]["metadata"]["labels"]["pod-template-hash"]
+
+
+async def test_deleted_pod_is_replaced(cluster: Cluster) -> None:
+    await cluster.client.create(REPLICASETS, replicaset("api", 3), NS)
+
+    async def three_ready() -> list[dict[str, Any]] | None:
+        pods = [p for p in await cluster.pods("app=api") if not p["metadata"].get("deletionTimestamp")]
+        return pods if len(pods) == 3 and all(_ready(p) for p in pods) else None
+
+    pods = await until(three_ready, what="3 ready pods")
+    victim = pods[0]["metadata"]["name"]
+    await cluster.client.delete(PODS, victim, NS)
+
+    async def replaced() -> list[dict[str, Any]] | None:
+        now = await three_ready()
+        if now is None or victim in {p["metadata"]["name"] for p in now}:
+            return None
+        return now
+
+    await until(replaced, what="replacement pod")
+
+    async def rs_status() -> bool:
+        rs = await cluster.client.get(REPLICASETS, "api", NS)
+        st = rs.get("status") or {}
+        return st.get("replicas") == 3 and st.get("readyReplicas") == 3
+
+    await until(rs_status, what="replicaset status")
+
+
+async def test_cordon_adds_and_uncordon_removes_the_taint(cluster: Cluster) -> None:
+    await cluster.client.patch(NODES, "node-1", {"spec": {"unschedulable": True}})
+
+    async def tainted() -> bool:
+        node = await cluster.client.get(NODES, "node-1")
+        return any(
+            t["key"] == "node.kubernetes.io/unschedulable" and t["effect"] == "NoSchedule"
+            for t in node["spec"].get("taints") or []
+        )
+
+    await until(tainted, what="unschedulable taint")
+    await cluster.client.create(DEPLOYMENTS, deployment("web", 4), NS)
+
+    async def placed() -> list[dict[str, Any]] | None:
+        pods = await cluster.pods("app=web")
+        return pods if len(pods) == 4 and all(p["spec"].get("nodeName") for p in pods) else None
+
+    for p in await until(placed, what="4 scheduled pods"):
+        assert p["spec"]["nodeName"] != "node-1"
+    await cluster.client.patch(NODES, "node-1", {"spec": {"unschedulable": None}})
+
+    async def untainted() -> bool:
+        return not await tainted()
+
+    await until(untainted, what="taint removal")
+
+
+async def test_graceful_deletion_takes_the_grace_period(cluster: Cluster) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "slow", "namespace": NS},
+        "spec": {
+            "terminationGracePeriodSeconds": 60,
+            "containers": [{"name": "c", "image": "nginx:1.27"}],
+        },
+    }
+    await cluster.client.create(PODS, pod, NS)
+
+    async def running() -> bool:
+        p = await cluster.client.get(PODS, "slow", NS)
+        return p["status"].get("phase") == "Running"
+
+    await until(running, what="pod running")
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await cluster.client.delete(PODS, "slow", NS, grace_period_seconds=30)
+    terminating = await cluster.client.get(PODS, "slow", NS)
+    assert terminating["metadata"]["deletionGracePeriodSeconds"] == 30
+
+    async def gone() -> bool:
+        try:
+            await cluster.client.get(PODS, "slow", NS)
+        except NotFound:
+            return True
+        return False
+
+    await until(gone, what="pod removal")
+    elapsed_sim = (loop.time() - started) * TIME_SCALE
+    # The kubelet waited out the 30 s grace (not the pod's 60 s) before finishing the delete.
+    assert elapsed_sim >= 29
+
+
+async def test_daemonset_runs_everywhere_including_cordoned_nodes(cluster: Cluster) -> None:
+    await cluster.client.patch(NODES, "node-2", {"spec": {"unschedulable": True}})
+    ds = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "agent", "namespace": NS},
+        "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": _template("agent")},
+    }
+    await cluster.client.create(DAEMONSETS, ds, NS)
+
+    async def everywhere() -> list[dict[str, Any]] | None:
+        pods = await cluster.pods("app=agent")
+        nodes = sorted(p["spec"].get("nodeName") or "" for p in pods)
+        ok = nodes == ["node-0", "node-1", "node-2"] and all(_ready(p) for p in pods)
+        return pods if ok else None
+
+    pods = await until(everywhere, what="a ready daemon pod per node")
+    for p in pods:
+        tolerations = p["spec"]["tolerations"]
+        assert {
+            "key": "node.kubernetes.io/unschedulable",
+            "operator": "Exists",
+            "effect": "NoSchedule",
+        } in tolerations
+        terms = p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert terms["nodeSelectorTerms"][0]["matchFields"][0]["values"] == [p["spec"]["nodeName"]]
+
+    async def ds_status() -> bool:
+        st = (await cluster.client.get(DAEMONSETS, "agent", NS)).get("status") or {}
+        return (
+            st.get("desiredNumberScheduled") == 3
+            and st.get("currentNumberScheduled") == 3
+            and st.get("numberReady") == 3
+            and st.get("numberAvailable") == 3
+        )
+
+    await until(ds_status, what="daemonset status")
+    await cluster.add_node("node-3")
+
+    async def on_new_node() -> bool:
+        pods = await cluster.pods("app=agent")
+        return any(p["spec"].get("nodeName") == "node-3" and _ready(p) for p in pods)
+
+    await until(on_new_node, what="daemon pod on the new node")
+
+
+async def test_pdb_status_tracks_ready_pods(cluster: Cluster) -> None:
+    await cluster.client.create(DEPLOYMENTS, deployment("db", 3), NS)
+    pdb = objects.make_pdb("db", NS, selector={"app": "db"}, min_available=2)
+    await cluster.client.create(PDBS, objects.for_create(pdb), NS)
+
+    async def pdb_status(expect: dict[str, int]) -> bool:
+        st = (await cluster.client.get(PDBS, "db", NS)).get("status") or {}
+        return all(st.get(k) == v for k, v in expect.items())
+
+    full = {"currentHealthy": 3, "desiredHealthy": 2, "expectedPods": 3, "disruptionsAllowed": 1}
+    await until(lambda: pdb_status(full), what=f"pdb status {full}")
+    pods = await cluster.pods("app=db")
+    # An unready pod (a failing readiness probe) leaves the budget with no room.
+    name = pods[0]["metadata"]["name"]
+    await cluster.client.patch(PODS, name, {"metadata": {"annotations": {ann.READY: "false"}}}, NS)
+    short = {"currentHealthy": 2, "disruptionsAllowed": 0}
+    await until(lambda: pdb_status(short), what=f"pdb status {short}")
+    await cluster.client.patch(PODS, name, {"metadata": {"annotations": {ann.READY: "true"}}}, NS)
+    await until(lambda: pdb_status(full), what="pdb status back to full")
+
+
+async def test_gc_background_deletes_dependents(cluster: Cluster) -> None:
+    await cluster.client.create(REPLICASETS, replicaset("bg", 3), NS)
+
+    async def three() -> bool:
+        return len(await cluster.pods("app=bg")) == 3
+
+    await until(three, what="3 pods")
+    await cluster.client.delete(REPLICASETS, "bg", NS, propagation_policy="Background")
+
+    async def none_left() -> bool:
+        return not await cluster.pods("app=bg")
+
+    await until(none_left, what="dependents deleted")
+
+
+async def test_gc_foreground_holds_the_owner_until_pods_are_gone(cluster: Cluster) -> None:
+    await cluster.client.create(REPLICASETS, replicaset("fg", 2), NS)
+
+    async def two_ready() -> bool:
+        pods = await cluster.pods("app=fg")
+        return len(pods) == 2 and all(_ready(p) for p in pods)
+
+    await until(two_ready, what="2 ready pods")
+    await cluster.client.delete(REPLICASETS, "fg", NS, propagation_policy="Foreground")
+    owner = await cluster.client.get(REPLICASETS, "fg", NS)
+    assert owner["metadata"]["deletionTimestamp"]
+    assert "foregroundDeletion" in owner["metadata"]["finalizers"]
+
+    seen_owner_with_terminating_pods = False
+
+    async def owner_gone() -> bool:
+        nonlocal seen_owner_with_terminating_pods
+        pods = await cluster.pods("app=fg")
+        try:
+            await cluster.client.get(REPLICASETS, "fg", NS)
+        except NotFound:
+            assert not pods, "owner removed while its pods still exist"
+            return True
+        if pods and all(p["metadata"].get("deletionTimestamp") for p in pods):
+            seen_owner_with_terminating_pods = True
+        return False
+
+    await until(owner_gone, what="owner removal")
+    assert seen_owner_with_terminating_pods
+    assert not await cluster.pods("app=fg")
+
+
+async def test_gc_orphan_keeps_pods_and_drops_their_owner_reference(cluster: Cluster) -> None:
+    await cluster.client.create(REPLICASETS, replicaset("orph", 2), NS)
+
+    async def two() -> bool:
+        return len(await cluster.pods("app=orph")) == 2
+
+    await until(two, what="2 pods")
+    await cluster.client.delete(REPLICASETS, "orph", NS, propagation_policy="Orphan")
+
+    async def owner_gone() -> bool:
+        try:
+            await cluster.client.get(REPLICASETS, "orph", NS)
+        except NotFound:
+            return True
+        return False
+
+    await until(owner_gone, what="owner removal")
+    pods = await cluster.pods("app=orph")
+    assert len(pods) == 2
+    assert all(not p["metadata"].get("ownerReferences") for p in pods)
+
+
+async def test_statefulset_ordinals_and_recreation(cluster: Cluster) -> None:
+    sts = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "db", "namespace": NS},
+        "spec": {
+            "replicas": 3,
+            "serviceName": "db",
+            "selector": {"matchLabels": {"app": "db"}},
+            "template": _template("db"),
+        },
+    }
+    await cluster.client.create(STATEFULSETS, sts, NS)
+
+    async def ordinals() -> list[str] | None:
+        pods = await cluster.pods("app=db")
+        names = sorted(p["metadata"]["name"] for p in pods)
+        ok = names == ["db-0", "db-1", "db-2"] and all(_ready(p) for p in pods)
+        return names if ok else None
+
+    await until(ordinals, what="db-0..2 ready")
+    old = await cluster.client.get(PODS, "db-1", NS)
+    await cluster.client.delete(PODS, "db-1", NS)
+
+    async def recreated() -> bool:
+        try:
+            p = await cluster.client.get(PODS, "db-1", NS)
+        except NotFound:
+            return False
+        return p["metadata"]["uid"] != old["metadata"]["uid"] and _ready(p)
+
+    await until(recreated, what="db-1 recreated")
+
+    async def sts_status() -> bool:
+        st = (await cluster.client.get(STATEFULSETS, "db", NS)).get("status") or {}
+        return st.get("readyReplicas") == 3 and st.get("replicas") == 3
+
+    await until(sts_status, what="statefulset status")
+
+
+async def test_node_lease_and_dead_kubelet(cluster: Cluster) -> None:
+    lease = await until(
+        lambda: _get_or_none(cluster.client, "node-0"), what="node lease"
+    )
+    assert lease["spec"]["holderIdentity"] == "node-0"
+    assert lease["metadata"]["ownerReferences"][0]["kind"] == "Node"
+    await cluster.client.patch(
+        NODES, "node-0", {"metadata": {"annotations": {ann.KUBELET_STATE: ann.KUBELET_STOPPED}}}
+    )
+
+    async def unreachable() -> bool:
+        node = await cluster.client.get(NODES, "node-0")
+        ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+        keys = {(t["key"], t["effect"]) for t in node["spec"].get("taints") or []}
+        return ready["status"] == "Unknown" and (
+            "node.kubernetes.io/unreachable",
+            "NoExecute",
+        ) in keys
+
+    await until(unreachable, what="node marked unreachable")
+    await cluster.client.patch(
+        NODES, "node-0", {"metadata": {"annotations": {ann.KUBELET_STATE: ann.KUBELET_RUNNING}}}
+    )
+
+    async def healthy_again() -> bool:
+        node = await cluster.client.get(NODES, "node-0")
+        ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+        return ready["status"] == "True" and not node["spec"].get("taints")
+
+    await until(healthy_again, what="node ready again")
+
+
+async def test_pods_of_a_deleted_node_are_removed(cluster: Cluster) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "pinned", "namespace": NS},
+        "spec": {"nodeName": "node-2", "containers": [{"name": "c", "image": "nginx:1.27"}]},
+    }
+    await cluster.client.create(PODS, pod, NS)
+    await cluster.client.delete(NODES, "node-2")
+
+    async def gone() -> bool:
+        try:
+            await cluster.client.get(PODS, "pinned", NS)
+        except NotFound:
+            return True
+        return False
+
+    await until(gone, what="pod GC")
+
+    async def lease_gone() -> bool:
+        try:
+            await cluster.client.get(LEASES, "node-2", "kube-node-lease")
+        except NotFound:
+            return True
+        return False
+
+    await until(lease_gone, what="node lease collected")
+
+
+async def test_job_like_pod_completes(cluster: Cluster) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "batch", "namespace": NS, "annotations": {ann.RUN_SECONDS: "20"}},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1.36"}]},
+    }
+    await cluster.client.create(PODS, pod, NS)
+
+    async def succeeded() -> dict[str, Any] | None:
+        p = await cluster.client.get(PODS, "batch", NS)
+        return p if p["status"].get("phase") == "Succeeded" else None
+
+    p = await until(succeeded, what="pod Succeeded")
+    state = p["status"]["containerStatuses"][0]["state"]
+    assert state["terminated"]["exitCode"] == 0
+    assert state["terminated"]["reason"] == "Completed"
+
+
+async def _get_or_none(client: ApiClient, name: str) -> dict[str, Any] | None:
+    try:
+        return await client.get(LEASES, name, "kube-node-lease")
+    except NotFound:
+        return None
