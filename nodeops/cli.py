@@ -35,10 +35,41 @@ def _sim_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     serve.add_argument("--no-controllers", action="store_true", help="serve the API only")
 
 
+def _run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    run = sub.add_parser(
+        "run",
+        help="run the operator",
+        description="Run the nodeops controllers. Every flag can also be set with an "
+        "environment variable NODEOPS_<FLAG> (e.g. NODEOPS_LEADER_ELECT=true).",
+    )
+    run.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube)")
+    run.add_argument("--context", help="kubeconfig context")
+    run.add_argument("--namespace", help="namespace of the operator's own objects")
+    run.add_argument("--controllers", help="comma-separated controllers to run")
+    run.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="elect a leader through a Lease before running controllers",
+    )
+    run.add_argument("--leader-election-id", help="name of the Lease")
+    run.add_argument("--leader-election-namespace", help="namespace of the Lease")
+    run.add_argument("--leader-election-identity", help="this replica's identity")
+    run.add_argument("--lease-duration", type=float)
+    run.add_argument("--renew-deadline", type=float)
+    run.add_argument("--retry-period", type=float)
+    run.add_argument("--metrics-addr", help="metrics listen address, 0 to disable")
+    run.add_argument("--health-addr", help="probe listen address, 0 to disable")
+    run.add_argument("--log-level", help="debug, info, warning or error")
+    run.add_argument("--log-format", help="auto, json or console")
+    run.add_argument("--drain-timeout", type=float, help="seconds to finish work on stop")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nodeops", description="Node operations for Kubernetes.")
     parser.add_argument("--version", action="version", version=f"nodeops {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+    _run_parser(sub)
     _sim_parser(sub)
     return parser
 
@@ -46,6 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "run":
+        from nodeops.run import run_from_args
+
+        return run_from_args(args)
     if args.command == "sim" and args.sim_command == "serve":
         from nodeops.sim.serve import serve_from_args
 

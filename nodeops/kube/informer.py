@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import random
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -242,7 +243,7 @@ class Informer:
     def _store(self, obj: Obj) -> tuple[str, bytes | None]:
         key = object_key(obj)
         old = self._items.get(key)
-        self._items[key] = orjson.dumps(obj)
+        self._items[key] = _compact(orjson.dumps(obj))
         self._index(key, obj)
         return key, old
 
@@ -317,6 +318,7 @@ class Informer:
                 self._dispatch_delete(orjson.loads(old))
         self.resource_version = rv
         INFORMER_OBJECTS.labels(self.resource.key).set(len(self._items))
+        _release_free_memory()
 
     async def _watch(self) -> None:
         timeout = random.randint(*self.watch_timeout)
@@ -480,6 +482,39 @@ class InformerFactory:
     async def stop(self) -> None:
         await asyncio.gather(*(inf.stop() for inf in self._informers.values()))
         self._started = False
+
+
+def _compact(raw: bytes) -> bytes:
+    """An exactly-sized copy of `raw`.
+
+    orjson grows its output buffer by doubling and shrinks it in place at the end, which leaves
+    a free tail after every object that later, larger objects cannot use: kept for the life of
+    the cache, that fragmentation costs about half again the JSON's size. Copying into a fresh
+    allocation lets the next encode reuse the whole buffer instead.
+    """
+    return bytes(memoryview(raw))
+
+
+def _release_free_memory() -> None:
+    """Hand the decoded list pages' freed heap back to the OS after a (re)list.
+
+    A list of 150,000 objects passes gigabytes of short-lived dicts through the allocator;
+    without this the process keeps that peak as resident memory it will never use again.
+    """
+    if _malloc_trim is not None:
+        _malloc_trim(0)
+
+
+def _load_malloc_trim() -> Callable[[int], int] | None:
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+    trim = getattr(libc, "malloc_trim", None)
+    return trim if callable(trim) else None
+
+
+_malloc_trim = _load_malloc_trim()
 
 
 def _call(fn: Callable[..., None], *args: Any) -> None:

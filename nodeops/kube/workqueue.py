@@ -13,19 +13,25 @@ adds (`add_rate_limited`, for errors). Delays are kept on one heap served by a s
 handle that always targets the earliest deadline, so there is no task or timer per item and no
 periodic polling.
 
-Time comes from a `Clock` so tests can drive delays and durations exactly with `FakeClock`.
+The `workqueue_*` metrics have controller-runtime's names and client-go's meanings, but the hot
+path only bumps plain counters; an updater publishes them every half second, the period at which
+client-go refreshes its unfinished-work gauges anyway. Time comes from a `Clock`, so tests can
+drive delays, backoffs and durations exactly with `FakeClock`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import heapq
+import math
 import time
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Hashable
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from nodeops.kube.metrics import (
+    _QUEUE_BUCKETS,
     WORKQUEUE_ADDS,
     WORKQUEUE_DEPTH,
     WORKQUEUE_LONGEST_RUNNING,
@@ -48,7 +54,7 @@ __all__ = [
 
 T = TypeVar("T", bound=Hashable)
 
-#: How often the unfinished-work and longest-running gauges are refreshed, as in client-go.
+#: How often metrics are published; client-go refreshes its unfinished-work gauges this often.
 UNFINISHED_WORK_UPDATE_PERIOD = 0.5
 
 
@@ -133,8 +139,9 @@ class WorkQueue(Generic[T]):
     key is never handed out again.
 
     With a non-empty `name`, the queue reports the `workqueue_*` metrics with `name` and
-    `controller` both set to it; an unnamed queue reports nothing, which keeps throwaway queues
-    out of the metrics. `add`, `done` and `shutdown` are plain functions, so event handlers can
+    `controller` both set to it, published every `UNFINISHED_WORK_UPDATE_PERIOD` seconds (or on
+    `flush_metrics`); an unnamed queue reports nothing, which keeps throwaway queues out of the
+    metrics. `add`, `done` and `shutdown` are plain functions, so event handlers can
     call them without awaiting; `add_after` and `get` need the running event loop (unless the
     clock is a `FakeClock`).
     """
@@ -171,14 +178,21 @@ class WorkQueue(Generic[T]):
         self._timer_at = 0.0
         self._metered = bool(name)
         self._updater: Timer | None = None
+        # Metrics are counted locally and published by the updater (see `flush_metrics`).
+        self._n_retries = 0
+        self._flushed_depth = 0
         if self._metered:
             self._m_depth = WORKQUEUE_DEPTH.labels(name, name, "")
             self._m_adds = WORKQUEUE_ADDS.labels(name, name)
-            self._m_queue_duration = WORKQUEUE_QUEUE_DURATION.labels(name, name)
-            self._m_work_duration = WORKQUEUE_WORK_DURATION.labels(name, name)
             self._m_unfinished = WORKQUEUE_UNFINISHED_WORK.labels(name, name)
             self._m_longest = WORKQUEUE_LONGEST_RUNNING.labels(name, name)
             self._m_retries = WORKQUEUE_RETRIES.labels(name, name)
+            self._queue_duration = _LocalHistogram(
+                WORKQUEUE_QUEUE_DURATION.labels(name, name), _QUEUE_BUCKETS
+            )
+            self._work_duration = _LocalHistogram(
+                WORKQUEUE_WORK_DURATION.labels(name, name), _QUEUE_BUCKETS
+            )
 
     # --- core queue --------------------------------------------------------------------------
 
@@ -188,8 +202,8 @@ class WorkQueue(Generic[T]):
             return
         if self._metered:
             self._dirty[item] = self._now()
-            self._m_adds.inc()
-            self._m_depth.inc()
+            if self._updater is None:
+                self._start_updater()
         else:
             self._dirty[item] = 0.0
         if item in self._processing:
@@ -215,10 +229,13 @@ class WorkQueue(Generic[T]):
         if self._metered:
             now = self._now()
             self._processing[item] = now
-            self._m_depth.dec()
-            self._m_queue_duration.observe(now - added)
+            waited = now - added
+            histogram = self._queue_duration
+            bucket = bisect_left(histogram.bounds, waited)
+            histogram.counts[bucket] += 1
+            histogram.sums[bucket] += waited
             if self._updater is None:
-                self._schedule_update()
+                self._start_updater()
         else:
             self._processing[item] = 0.0
         return item
@@ -234,7 +251,11 @@ class WorkQueue(Generic[T]):
         except KeyError:
             return
         if self._metered:
-            self._m_work_duration.observe(self._now() - started)
+            worked = self._now() - started
+            histogram = self._work_duration
+            bucket = bisect_left(histogram.bounds, worked)
+            histogram.counts[bucket] += 1
+            histogram.sums[bucket] += worked
         if item in self._dirty:
             self._queue.append(item)
             if self._getters:
@@ -293,6 +314,7 @@ class WorkQueue(Generic[T]):
             self._timer = None
         self._heap.clear()
         self._waiting.clear()
+        self.flush_metrics()
         getters = self._getters
         while getters:
             future = getters.popleft()
@@ -335,7 +357,7 @@ class WorkQueue(Generic[T]):
         if self._shutting_down:
             return
         if self._metered:
-            self._m_retries.inc()
+            self._n_retries += 1
         if delay <= 0:
             self.add(item)
             return
@@ -385,15 +407,32 @@ class WorkQueue(Generic[T]):
 
     # --- metrics -----------------------------------------------------------------------------
 
-    def _schedule_update(self) -> None:
-        self._updater = self._clock.call_later(UNFINISHED_WORK_UPDATE_PERIOD, self._update)
+    def flush_metrics(self) -> None:
+        """Publish what the metrics counted since the last flush, and refresh the gauges.
 
-    def _update(self) -> None:
-        """Refresh the gauges client-go computes from processing start times.
-
-        A stuck reconcile never calls `done`, so it would never show up in the work duration
-        histogram; these gauges are what make it visible.
+        The hot path only bumps plain local counters: a prometheus_client update takes a lock
+        and costs about as much as a whole add/get/done cycle, and there are several per item.
+        The updater flushes every `UNFINISHED_WORK_UPDATE_PERIOD` seconds and at shutdown, far
+        more often than anything scrapes, so published figures are never meaningfully stale.
         """
+        if not self._metered:
+            return
+        depth = len(self._dirty)
+        gets = self._queue_duration.flush()
+        # Every counted add made a key dirty, and only a get makes it clean again, so the adds
+        # are the gets plus the growth of the dirty set; depth counts dirty keys, as client-go's
+        # (incremented on add, decremented on get) does.
+        adds = gets + depth - self._flushed_depth
+        self._flushed_depth = depth
+        if adds:
+            self._m_adds.inc(adds)
+        if self._n_retries:
+            self._m_retries.inc(self._n_retries)
+            self._n_retries = 0
+        self._m_depth.set(depth)
+        self._work_duration.flush()
+        # A stuck reconcile never calls `done`, so it never reaches the work duration
+        # histogram; these two gauges are what make it visible.
         now = self._now()
         total = 0.0
         longest = 0.0
@@ -404,6 +443,72 @@ class WorkQueue(Generic[T]):
                 longest = age
         self._m_unfinished.set(total)
         self._m_longest.set(longest)
-        if self._shutting_down and not self._processing:
-            return
-        self._schedule_update()
+
+    def _start_updater(self) -> None:
+        try:
+            self._updater = self._clock.call_later(UNFINISHED_WORK_UPDATE_PERIOD, self._update)
+        except RuntimeError:
+            pass  # added to before the event loop runs; the next add or get starts it
+
+    def _update(self) -> None:
+        self._updater = None
+        self.flush_metrics()
+        if not (self._shutting_down and not self._processing):
+            self._start_updater()
+
+
+class _LocalHistogram:
+    """Counts observations per bucket locally; `flush` adds them to a prometheus histogram.
+
+    The queue bumps `counts` and `sums` itself (a method call would cost as much as the
+    bookkeeping). prometheus_client has no public bulk update, so `flush` adds to the child's
+    bucket and sum values directly; should those internals change shape, it replays each
+    bucket's mean through `observe` instead, which keeps bucket counts and the sum exact.
+    """
+
+    __slots__ = ("_bucket_values", "_child", "_sum_value", "bounds", "counts", "sums")
+
+    def __init__(self, child: Any, buckets: tuple[float, ...]) -> None:
+        self._child = child
+        bounds = getattr(child, "_upper_bounds", None)
+        values = getattr(child, "_buckets", None)
+        sum_value = getattr(child, "_sum", None)
+        if (
+            isinstance(bounds, list)
+            and isinstance(values, list)
+            and len(bounds) == len(values)
+            and all(callable(getattr(value, "inc", None)) for value in values)
+            and callable(getattr(sum_value, "inc", None))
+        ):
+            self.bounds: list[float] = list(bounds)
+            self._bucket_values: list[Any] | None = values
+            self._sum_value: Any = sum_value
+        else:
+            self.bounds = [*buckets, math.inf]
+            self._bucket_values = None
+            self._sum_value = None
+        self.counts = [0] * len(self.bounds)
+        self.sums = [0.0] * len(self.bounds)
+
+    def flush(self) -> int:
+        """Publish and reset; returns the number of observations published."""
+        counts = self.counts
+        sums = self.sums
+        published = 0
+        total = 0.0
+        for i, count in enumerate(counts):
+            if not count:
+                continue
+            published += count
+            if self._bucket_values is not None:
+                self._bucket_values[i].inc(count)
+                total += sums[i]
+            else:
+                mean = min(sums[i] / count, self.bounds[i])
+                for _ in range(count):
+                    self._child.observe(mean)
+            counts[i] = 0
+            sums[i] = 0.0
+        if published and self._sum_value is not None:
+            self._sum_value.inc(total)
+        return published

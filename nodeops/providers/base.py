@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar, Final, Protocol, runtime_checkable
+from typing import Any, ClassVar, Final, Protocol, Self, runtime_checkable
 
 from pydantic import BaseModel
 
@@ -93,13 +93,24 @@ class ProviderConfigError(ValueError):
     """A provider that cannot be selected or built from the configuration.
 
     The message starts with the configuration key at fault (`providers.aws.region: ...`) because
-    the person reading it is editing a YAML file, not reading a traceback.
+    the person reading it is editing a YAML file, not reading a traceback. When a block has
+    several problems, all of them are in `problems` and in the message, so one edit fixes all.
     """
 
-    def __init__(self, key: str, message: str) -> None:
+    def __init__(self, key: str, message: str, *, more: Sequence[tuple[str, str]] = ()) -> None:
         self.key = key
         self.message = message
-        super().__init__(f"{key}: {message}")
+        self.problems: list[tuple[str, str]] = [(key, message), *more]
+        super().__init__("; ".join(f"{k}: {m}" for k, m in self.problems))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_config_error, (self.key, self.message, tuple(self.problems[1:])))
+
+
+def _rebuild_config_error(
+    key: str, message: str, more: tuple[tuple[str, str], ...]
+) -> ProviderConfigError:
+    return ProviderConfigError(key, message, more=more)
 
 
 class ProviderIdError(ValueError):
@@ -343,7 +354,7 @@ class BaseProvider:
     async def close(self) -> None:
         return None
 
-    async def __aenter__(self) -> BaseProvider:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:

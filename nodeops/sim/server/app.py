@@ -107,9 +107,9 @@ class SimServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
         await site.start()
-        server = site._server
-        if server is not None and getattr(server, "sockets", None):
-            self.port = server.sockets[0].getsockname()[1]
+        sockets = getattr(site._server, "sockets", None)
+        if sockets:
+            self.port = sockets[0].getsockname()[1]
         self.http.server_address = f"{self.host}:{self.port}"
 
     async def stop(self) -> None:

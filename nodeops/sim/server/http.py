@@ -30,7 +30,11 @@ from nodeops.sim.server.auth import (
     forbidden_error,
 )
 from nodeops.sim.server.faults import FaultInjector
-from nodeops.sim.server.patch import PatchError, patch_type_for_content_type
+from nodeops.sim.server.patch import (
+    apply_json_patch,
+    apply_merge_patch,
+    patch_type_for_content_type,
+)
 from nodeops.sim.server.registry import Registry
 from nodeops.sim.server.resources import ResourceType
 from nodeops.sim.server.store import Filter, Watcher
@@ -278,7 +282,7 @@ class ApiHttp:
             obj = reg.update(rt, ns, req.name, body, "", dry_run)
             return self._json(obj)
         if req.verb == "patch":
-            ptype, body = await self._patch_body(request)
+            ptype, body = await self._patch_body(request, rt.custom)
             obj = reg.patch(rt, ns, req.name, ptype, body, "", dry_run)
             return self._json(obj)
         if req.verb == "delete":
@@ -312,7 +316,7 @@ class ApiHttp:
                 target = "status" if sub == "status" else ""
                 return self._json(reg.update(rt, ns, name, body, target, dry_run))
             if verb == "patch":
-                ptype, body = await self._patch_body(request)
+                ptype, body = await self._patch_body(request, rt.custom)
                 return self._json(reg.patch(rt, ns, name, ptype, body, "status", dry_run))
         elif sub == "eviction" and verb == "create":
             body = await self._body(request)
@@ -327,7 +331,7 @@ class ApiHttp:
                 if verb == "update":
                     body = await self._body(request)
                 else:
-                    ptype, patch = await self._patch_body(request)
+                    ptype, patch = await self._patch_body(request, rt.custom)
                     current = subresources.get_scale(reg, rt, ns, name)
                     body = reg_patch_scale(current, ptype, patch)
                 spec = body.get("spec") or {} if isinstance(body, dict) else {}
@@ -368,11 +372,10 @@ class ApiHttp:
                 f"the body of the request could not be decoded: {exc}"
             ) from None
 
-    async def _patch_body(self, request: web.Request) -> tuple[str, Any]:
-        try:
-            ptype = patch_type_for_content_type(request.content_type)
-        except PatchError as exc:
-            raise errors.ApiError(exc.code, exc.reason, exc.message) from None
+    async def _patch_body(self, request: web.Request, custom: bool) -> tuple[str, Any]:
+        ptype = patch_type_for_content_type(
+            request.headers.get("Content-Type", ""), custom_resource=custom
+        )
         raw = await request.read()
         try:
             body = yaml.safe_load(raw) if ptype == "apply" else orjson.loads(raw)
@@ -461,7 +464,7 @@ class ApiHttp:
             limit = int(q.get("limit", "0") or 0)
         except ValueError:
             raise errors.bad_request("limit must be an integer") from None
-        result = self.registry.list(rt, flt, limit, q.get("continue", ""))
+        result = self.registry.list_entries(rt, flt, limit, q.get("continue", ""))
         meta: dict[str, Any] = {"resourceVersion": str(result.rv)}
         if result.continue_token:
             meta["continue"] = result.continue_token
@@ -560,7 +563,12 @@ class ApiHttp:
                 for ev in events:
                     watcher.offer(ev)
                 bucket.watchers.add(watcher)
-        await resp.prepare(request)
+        try:
+            await resp.prepare(request)
+        except ConnectionResetError:
+            watcher.close()
+            bucket.watchers.discard(watcher)
+            return resp
         if expired is not None:
             await resp.write(expired)
             await resp.write_eof()
@@ -618,11 +626,6 @@ class ApiHttp:
 
 def reg_patch_scale(current: dict[str, Any], ptype: str, patch: Any) -> Any:
     """Apply a patch to a Scale object (the scale subresource has no strategy of its own)."""
-    from nodeops.sim.server.patch import apply_json_patch, apply_merge_patch
-
-    try:
-        if ptype == "json":
-            return apply_json_patch(current, patch)
-        return apply_merge_patch(current, patch)
-    except PatchError as exc:
-        raise errors.ApiError(exc.code, exc.reason, exc.message) from None
+    if ptype == "json":
+        return apply_json_patch(current, patch)
+    return apply_merge_patch(current, patch)

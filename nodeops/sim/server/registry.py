@@ -10,6 +10,7 @@ CRD is created. Everything here is synchronous so each verb is one atomic step o
 from __future__ import annotations
 
 import base64
+import bisect
 import copy
 import random
 import re
@@ -30,7 +31,11 @@ from nodeops.sim.server.defaults import (
     STATUS_RESET_ON_CREATE,
     apply_create_defaults,
 )
-from nodeops.sim.server.patch import PatchError, apply_json_patch, apply_merge_patch
+from nodeops.sim.server.patch import (
+    apply_json_patch,
+    apply_merge_patch,
+    patch_type_for_content_type,
+)
 from nodeops.sim.server.patch import apply_strategic_merge_patch as apply_smp
 from nodeops.sim.server.resources import BUILTIN, ResourceType, crd_resource_types
 from nodeops.sim.server.schema import apply_defaults, prune, validate
@@ -44,6 +49,7 @@ _LABEL_NAMED = frozenset({"Namespace", "Service"})
 _SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 # Kinds whose DELETE answers with the deleted object rather than a Status (ReturnDeletedObject).
 _RETURN_DELETED = frozenset({("", "Pod")})
+PATCH_STRATEGIC = "application/strategic-merge-patch+json"
 FOREGROUND = "foregroundDeletion"
 ORPHAN = "orphan"
 
@@ -145,7 +151,7 @@ class Registry:
                     raise errors.bad_request(f"field label not supported: {fname}")
         return Filter(ns if rt.namespaced else None, labels, fields)
 
-    def list(
+    def list_entries(
         self,
         rt: ResourceType,
         flt: Filter,
@@ -161,33 +167,37 @@ class Registry:
         start: tuple[str, str] | None = None
         if continue_token:
             start, rv = self._decode_continue(continue_token)
+        keys = bucket.sorted_keys()
+        i = 0 if start is None else bisect.bisect_right(keys, start)
+        if flt.namespace is not None:
+            # Keys sort by namespace first: jump straight to this namespace's run.
+            i = max(i, bisect.bisect_left(keys, (flt.namespace, "")))
         out: list[Entry] = []
-        last: tuple[str, str] | None = None
-        keys = bucket.keys_after(start)
-        for key in keys:
+        unfiltered = flt.labels is None and flt.fields is None
+        n = len(keys)
+        while i < n:
+            key = keys[i]
+            i += 1
             if flt.namespace is not None and key[0] != flt.namespace:
-                continue
+                break
             entry = bucket.get(*key)
             if entry is None or not flt.matches(entry):
                 continue
-            if limit and len(out) >= limit:
-                token = self._encode_continue(last, rv) if last else ""
-                remaining = self._count_remaining(bucket, flt, last)
-                return ListResult(rv, out, token, remaining)
             out.append(entry)
-            last = key
+            if limit and len(out) >= limit:
+                more = i < n and (flt.namespace is None or keys[i][0] == flt.namespace)
+                if not more:
+                    break
+                token = self._encode_continue(key, rv)
+                remaining: int | None = None
+                if unfiltered:
+                    # kube reports remainingItemCount only for unfiltered lists.
+                    end = n
+                    if flt.namespace is not None:
+                        end = bisect.bisect_left(keys, (flt.namespace + "\0", ""))
+                    remaining = end - i
+                return ListResult(rv, out, token, remaining)
         return ListResult(rv, out, "", None)
-
-    @staticmethod
-    def _count_remaining(bucket: Any, flt: Filter, after: tuple[str, str] | None) -> int | None:
-        # kube only reports remainingItemCount for unfiltered lists.
-        if flt.labels is not None or flt.fields is not None:
-            return None
-        total = 0
-        for key in bucket.keys_after(after):
-            if flt.namespace is None or key[0] == flt.namespace:
-                total += 1
-        return total
 
     @staticmethod
     def _encode_continue(key: tuple[str, str], rv: int) -> str:
@@ -445,25 +455,17 @@ class Registry:
                 return self.create(rt, ns, patch, dry_run)
             raise errors.not_found(rt.group, rt.plural, name)
         old = self.decode(rt, entry)
-        try:
-            if patch_type == "json":
-                new = apply_json_patch(old, patch)
-            elif patch_type in ("merge", "apply"):
-                new = apply_merge_patch(old, patch)
-            elif patch_type == "strategic":
-                if rt.custom:
-                    raise errors.ApiError(
-                        415,
-                        "UnsupportedMediaType",
-                        "strategic merge patch is not supported for custom resources",
-                    )
-                new = apply_smp(old, patch, rt.kind)
-            else:
-                raise errors.ApiError(
-                    415, "UnsupportedMediaType", f"unknown patch type {patch_type}"
-                )
-        except PatchError as exc:
-            raise errors.ApiError(exc.code, exc.reason, exc.message) from None
+        if patch_type == "json":
+            new = apply_json_patch(old, patch)
+        elif patch_type in ("merge", "apply"):
+            new = apply_merge_patch(old, patch)
+        elif patch_type == "strategic":
+            if rt.custom:
+                # Raises kube's 415 for strategic merge patches of custom resources.
+                patch_type_for_content_type(PATCH_STRATEGIC, custom_resource=True)
+            new = apply_smp(old, patch, rt.kind)
+        else:
+            raise errors.ApiError(415, "UnsupportedMediaType", f"unknown patch type {patch_type}")
         if not isinstance(new, dict):
             raise errors.bad_request("the patch produced a value that is not an object")
         # A patch only conflicts when it names a resourceVersion itself.
@@ -857,7 +859,7 @@ class Registry:
     # ---------------------------------------------------------------- iteration
 
     def all_types(self) -> Iterator[ResourceType]:
-        return iter(list(self.types.values()))
+        return iter(tuple(self.types.values()))
 
 
 def _rfc3339(value: Any) -> str:

@@ -12,7 +12,6 @@ atomic with respect to every other request, like a transaction in etcd.
 from __future__ import annotations
 
 import asyncio
-import bisect
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -176,11 +175,6 @@ class Bucket:
         if self._sorted is None:
             self._sorted = sorted((ns, n) for ns, names in self.by_ns.items() for n in names)
         return self._sorted
-
-    def keys_after(self, start: tuple[str, str] | None) -> Iterator[tuple[str, str]]:
-        keys = self.sorted_keys()
-        i = 0 if start is None else bisect.bisect_right(keys, start)
-        return iter(keys[i:])
 
     def _record(self, ev: WatchEvent) -> None:
         self.history.append(ev)

@@ -1483,7 +1483,7 @@ def test_strategic_merge_null_first_element_panics() -> None:
 
 
 def test_strategic_merge_list_of_lists_is_422() -> None:
-    original = {"metadata": {"finalizers": []}}
+    original: dict[str, Any] = {"metadata": {"finalizers": []}}
     with pytest.raises(PatchError) as caught:
         apply_strategic_merge_patch(original, {"metadata": {"finalizers": [["a"]]}}, "Pod")
     error = caught.value

@@ -1,0 +1,533 @@
+"""Leader election on a `coordination.k8s.io/v1` Lease, with client-go's algorithm and defaults.
+
+Only one replica of the operator may act on the cluster at a time, and a replica that dies must be
+replaced within seconds without anyone's help. The algorithm is client-go's
+`tools/leaderelection` with a LeaseLock, which every controller-runtime operator runs, so a
+cluster administrator reads our Lease exactly as theirs:
+
+- Every write is a PUT carrying the resourceVersion last read, so when two candidates race for
+  the same Lease the server lets exactly one of them win; the other gets a 409 and backs off.
+- A candidate takes over only when the record it sees has not changed for the record's lease
+  duration, measured on its own monotonic clock from the moment it saw the record change. The
+  holder's `renewTime` is never compared with the local clock, so clock skew between replicas
+  cannot make a live leader look expired (or a dead one look alive).
+- The leader renews every retry period and gives up once no renewal has succeeded within the
+  renew deadline, which is shorter than the lease duration: it stops acting before anyone else may
+  start.
+- On a graceful stop the leader writes the Lease with no holder, so a successor need not wait out
+  the lease duration.
+
+Where client-go has known gaps they are closed here rather than copied: the renew deadline is
+counted from the start of the last successful renewal (client-go adds a retry period on top, which
+can exceed the lease duration), every call carries a deadline, a renewal that finds another holder
+stops leading at once, and `on_stopped_leading` runs as soon as leadership ends rather than after
+the release attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import random
+import socket
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import Enum
+from typing import Any
+
+import structlog
+
+from nodeops.kube import errors
+from nodeops.kube.client import Client
+from nodeops.kube.metrics import LEADER_SLOWPATH, LEADER_STATUS
+from nodeops.kube.resources import LEASES
+
+log = structlog.get_logger(__name__)
+
+JITTER_FACTOR = 1.2
+"""client-go's `JitterFactor`: acquire attempts are spread over [1, 2.2) retry periods so that
+candidates started together do not keep hitting the server in lockstep."""
+
+_MICRO_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+class LeadershipLost(Exception):
+    """Leadership ended against our will: the lease could not be renewed or was taken over.
+
+    Whatever the leader was doing may now be done by another replica, so the process should stop
+    acting at once; controller-runtime exits without a graceful shutdown.
+    """
+
+
+def default_identity() -> str:
+    """`hostname_uuid`, as controller-runtime builds it.
+
+    The uuid keeps a restarted pod with the same hostname from being mistaken for its previous
+    incarnation, which would let it skip the wait for the old lease to expire.
+    """
+    return f"{socket.gethostname()}_{uuid.uuid4()}"
+
+
+@dataclass
+class LeaderElectionConfig:
+    """Which Lease to contend for, as whom, and the timing (seconds) of the contest.
+
+    Validated on construction so a misconfiguration fails at start-up instead of producing two
+    leaders: the leader must give up (renew deadline) before others may take over (lease
+    duration), and must get more than one jittered retry in before giving up.
+    """
+
+    namespace: str
+    name: str
+    identity: str
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    release_on_cancel: bool = True
+
+    def __post_init__(self) -> None:
+        for field_name in ("namespace", "name", "identity"):
+            if not getattr(self, field_name):
+                raise ValueError(f"leader election {field_name} must not be empty")
+        for field_name in ("lease_duration", "renew_deadline", "retry_period"):
+            value = getattr(self, field_name)
+            if not value > 0:
+                raise ValueError(f"leader election {field_name} must be greater than zero: {value}")
+        if self.lease_duration <= self.renew_deadline:
+            raise ValueError(
+                f"lease_duration ({self.lease_duration}) must be greater than renew_deadline "
+                f"({self.renew_deadline})"
+            )
+        if self.renew_deadline <= JITTER_FACTOR * self.retry_period:
+            raise ValueError(
+                f"renew_deadline ({self.renew_deadline}) must be greater than "
+                f"retry_period * {JITTER_FACTOR} ({JITTER_FACTOR * self.retry_period})"
+            )
+
+    @property
+    def lease_duration_seconds(self) -> int:
+        """What goes into `spec.leaseDurationSeconds`, an integer.
+
+        Rounded up, never down: other candidates wait what the record says, and waiting less than
+        our renew deadline would let them start while we still act.
+        """
+        return max(1, math.ceil(self.lease_duration))
+
+
+@dataclass(frozen=True, slots=True)
+class _Record:
+    """The election-relevant part of a Lease spec; equality is what "the record changed" means."""
+
+    holder: str
+    lease_duration_seconds: int
+    acquire_time: str | None
+    renew_time: str | None
+    transitions: int
+
+    @classmethod
+    def from_lease(cls, lease: dict[str, Any]) -> _Record:
+        spec = lease.get("spec") or {}
+        return cls(
+            holder=spec.get("holderIdentity") or "",
+            lease_duration_seconds=int(spec.get("leaseDurationSeconds") or 0),
+            acquire_time=spec.get("acquireTime"),
+            renew_time=spec.get("renewTime"),
+            transitions=int(spec.get("leaseTransitions") or 0),
+        )
+
+    def to_spec(self) -> dict[str, Any]:
+        return {
+            "holderIdentity": self.holder,
+            "leaseDurationSeconds": self.lease_duration_seconds,
+            "acquireTime": self.acquire_time,
+            "renewTime": self.renew_time,
+            "leaseTransitions": self.transitions,
+        }
+
+
+class _Outcome(Enum):
+    OK = "ok"
+    HELD = "held by another candidate"
+    FAILED = "failed"
+
+
+def _micro_now() -> str:
+    return datetime.now(UTC).strftime(_MICRO_TIME)
+
+
+class LeaderElector:
+    """Contends for one Lease; `run` holds it until cancelled or until leadership is lost.
+
+    `on_started_leading` runs as a task while we lead and is cancelled when leadership ends. If it
+    returns we keep the lease (client-go's behaviour: a leader whose work finished still blocks
+    others); if it raises, we step down and `run` raises the same exception.
+    `on_stopped_leading` runs once when leadership ends, for whatever reason, before the lease is
+    released, so nothing the callbacks bracket can overlap with a successor.
+    `on_new_leader` runs whenever a different holder is observed, ourselves included.
+
+    One elector runs once: its events describe a single term, so make a new elector to stand again.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        config: LeaderElectionConfig,
+        *,
+        on_started_leading: Callable[[], Awaitable[None]] | None = None,
+        on_stopped_leading: Callable[[], None] | None = None,
+        on_new_leader: Callable[[str], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.config = config
+        self.on_started_leading = on_started_leading
+        self.on_stopped_leading = on_stopped_leading
+        self.on_new_leader = on_new_leader
+        self.leading = asyncio.Event()
+        self.lost = asyncio.Event()
+        self._log = log.bind(identity=config.identity, lease=f"{config.namespace}/{config.name}")
+        self._gauge = LEADER_STATUS.labels(config.name)
+        self._slowpath = LEADER_SLOWPATH.labels(config.name)
+        self._gauge.set(0)
+        self._started = False
+        self._is_leader = False
+        # The lease as last read or written: its resourceVersion guards our next PUT.
+        self._lease: dict[str, Any] | None = None
+        self._record: _Record | None = None
+        # Local monotonic time at which `_record` was last seen to change.
+        self._observed_at = 0.0
+        # Local monotonic time at which the last successful acquire or renew *started*; counting
+        # from the start, not the answer, keeps the deadline ahead of the server's write.
+        self._renewed_at = 0.0
+        self._reported_leader = ""
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def is_leader(self) -> bool:
+        return self._is_leader
+
+    @property
+    def leader(self) -> str | None:
+        """The holder of the lease as last observed; None when unknown or released."""
+        if self._record is None or not self._record.holder:
+            return None
+        return self._record.holder
+
+    async def wait_leading(self) -> None:
+        """Return once we lead; raise `LeadershipLost` if our term already ended."""
+        if not self.lost.is_set():
+            await self.leading.wait()
+        if self.lost.is_set():
+            raise LeadershipLost(f"leadership of lease {self._lease_name} was lost")
+
+    @property
+    def _lease_name(self) -> str:
+        return f"{self.config.namespace}/{self.config.name}"
+
+    def _loop_time(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    def _holds_record(self) -> bool:
+        return self._record is not None and self._record.holder == self.config.identity
+
+    def _record_valid(self, now: float) -> bool:
+        if self._record is None:
+            return False
+        seconds = self._record.lease_duration_seconds or self.config.lease_duration
+        return now < self._observed_at + seconds
+
+    def _observe(self, lease: dict[str, Any]) -> _Record:
+        """Remember the lease; restart the expiry clock only if the record itself changed."""
+        self._lease = lease
+        record = _Record.from_lease(lease)
+        if record != self._record:
+            self._record = record
+            self._observed_at = self._loop_time()
+        holder = record.holder
+        if holder and holder != self._reported_leader:
+            self._reported_leader = holder
+            self._log.info("new leader elected", leader=holder)
+            if self.on_new_leader is not None:
+                try:
+                    self.on_new_leader(holder)
+                except Exception:
+                    self._log.exception("on_new_leader failed")
+        return record
+
+    # ------------------------------------------------------------------ run
+
+    async def run(self) -> None:
+        """Acquire the lease, then keep it until cancelled or lost.
+
+        Raises `LeadershipLost` when the lease could not be renewed in time or was taken over.
+        On cancellation, stops leading and, with `release_on_cancel`, releases the lease (bounded
+        by the renew deadline) before re-raising `CancelledError`.
+        """
+        if self._started:
+            raise RuntimeError("a LeaderElector runs once; create a new one to stand again")
+        self._started = True
+        self._log.info("attempting to acquire leader lease")
+        await self._acquire()
+        self._is_leader = True
+        self._gauge.set(1)
+        self.leading.set()
+        self._log.info("successfully acquired lease")
+        work: asyncio.Task[None] | None = None
+        if self.on_started_leading is not None:
+            work = asyncio.create_task(
+                self._lead(self.on_started_leading), name=f"leading:{self.config.name}"
+            )
+        renew = asyncio.create_task(self._renew(), name=f"renew:{self.config.name}")
+        try:
+            await self._supervise(renew, work)
+        except LeadershipLost:
+            await self._stop_leading(renew, work, lost=True)
+            raise
+        except BaseException:
+            # Cancellation, or the leader's own work failed: a voluntary end of term.
+            await self._stop_leading(renew, work, lost=False)
+            if self.config.release_on_cancel:
+                await self._release()
+            raise
+
+    @staticmethod
+    async def _lead(callback: Callable[[], Awaitable[None]]) -> None:
+        await callback()
+
+    async def _supervise(self, renew: asyncio.Task[None], work: asyncio.Task[None] | None) -> None:
+        """Wait until renewal fails or the work fails; work that simply returns keeps the lease."""
+        pending: set[asyncio.Task[None]] = {renew}
+        if work is not None:
+            pending.add(work)
+        while True:
+            done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            if renew in done:
+                renew.result()
+                raise LeadershipLost("renewal stopped")  # _renew only ends by raising
+            if work is not None and work in done:
+                pending.discard(work)
+                if not work.cancelled() and work.exception() is not None:
+                    self._log.error("on_started_leading failed, stepping down")
+                    work.result()
+                self._log.info("on_started_leading returned, keeping the lease")
+
+    async def _stop_leading(
+        self, renew: asyncio.Task[None], work: asyncio.Task[None] | None, *, lost: bool
+    ) -> None:
+        self._is_leader = False
+        self._gauge.set(0)
+        self.leading.clear()
+        if lost:
+            self.lost.set()
+        renew.cancel()
+        with contextlib.suppress(asyncio.CancelledError, LeadershipLost):
+            await renew
+        if work is not None and not work.done():
+            work.cancel()
+            try:
+                await work
+            except asyncio.CancelledError:
+                pass
+            except Exception:
+                self._log.exception("on_started_leading failed while being stopped")
+        self._log.info("stopped leading", lost=lost)
+        if self.on_stopped_leading is not None:
+            try:
+                self.on_stopped_leading()
+            except Exception:
+                self._log.exception("on_stopped_leading failed")
+
+    # ------------------------------------------------------------------ acquire and renew
+
+    async def _acquire(self) -> None:
+        """Try at once, then every retry period with jitter, until the lease is ours."""
+        period = self.config.retry_period
+        while True:
+            started = self._loop_time()
+            outcome = await self._attempt(renewing=False)
+            if outcome is _Outcome.OK:
+                self._renewed_at = started
+                return
+            if outcome is _Outcome.HELD:
+                self._log.debug("lease is held by another candidate", leader=self.leader)
+            await asyncio.sleep(period + random.random() * JITTER_FACTOR * period)
+
+    async def _renew(self) -> None:
+        """Renew every retry period; raise `LeadershipLost` once the renew deadline passes.
+
+        Each attempt is cut off at the deadline, so a hung request cannot keep us "leading"
+        past it; a late answer that did land only makes others wait longer.
+        """
+        cfg = self.config
+        while True:
+            deadline = self._renewed_at + cfg.renew_deadline
+            await asyncio.sleep(max(0.0, min(cfg.retry_period, deadline - self._loop_time())))
+            started = self._loop_time()
+            if started >= deadline:
+                self._log.warning("failed to renew lease", reason="renew deadline passed")
+                raise LeadershipLost(f"could not renew lease {self._lease_name} in time")
+            outcome = await self._attempt(renewing=True, deadline=deadline)
+            if outcome is _Outcome.OK:
+                self._renewed_at = started
+                self._log.debug("successfully renewed lease")
+            elif outcome is _Outcome.HELD:
+                self._log.warning("failed to renew lease", reason="taken over", leader=self.leader)
+                raise LeadershipLost(f"lease {self._lease_name} was taken by {self.leader}")
+
+    async def _attempt(self, *, renewing: bool, deadline: float | None = None) -> _Outcome:
+        """One acquire-or-renew, bounded in time; API failures are reported, not raised."""
+        if deadline is None:
+            deadline = self._loop_time() + self.config.renew_deadline
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await self._try_acquire_or_renew(renewing=renewing)
+        except TimeoutError:
+            self._log.warning("lease request timed out")
+            return _Outcome.FAILED
+        except errors.KubeError as exc:
+            self._log.warning(
+                "failed to renew lease" if renewing else "failed to acquire lease",
+                error=str(exc),
+                error_type=type(exc).__name__,
+            )
+            return _Outcome.FAILED
+
+    async def _try_acquire_or_renew(self, *, renewing: bool) -> _Outcome:
+        cfg = self.config
+        now = _micro_now()
+        # 1. The leader's fast path: write over the lease as we last saw it. Any failure (a 409
+        #    when someone else wrote, or an error whose effect we cannot know) sends us to read.
+        if self._holds_record() and self._record_valid(self._loop_time()):
+            assert self._record is not None
+            renewed = _Record(
+                holder=cfg.identity,
+                lease_duration_seconds=cfg.lease_duration_seconds,
+                acquire_time=self._record.acquire_time,
+                renew_time=now,
+                transitions=self._record.transitions,
+            )
+            try:
+                self._observe(await self._write(renewed))
+                return _Outcome.OK
+            except errors.KubeError as exc:
+                self._log.info("failed to update lease optimistically, reading it", error=str(exc))
+
+        # 2. Read the lease, or create it if nobody has yet.
+        try:
+            lease = await self.client.get(LEASES, cfg.name, cfg.namespace)
+        except errors.NotFound:
+            created = _Record(
+                holder=cfg.identity,
+                lease_duration_seconds=cfg.lease_duration_seconds,
+                acquire_time=now,
+                renew_time=now,
+                transitions=0,
+            )
+            self._observe(await self.client.create(LEASES, self._body(created), cfg.namespace))
+            return _Outcome.OK
+        current = self._observe(lease)
+
+        # 3. Someone else holds it: during renewal that means we lost; otherwise wait for expiry.
+        if current.holder != cfg.identity:
+            if renewing:
+                return _Outcome.HELD
+            if current.holder and self._record_valid(self._loop_time()):
+                return _Outcome.HELD
+
+        # 4. Take it over (a new term) or renew it (ours already), guarded by the RV just read.
+        if current.holder == cfg.identity:
+            if renewing:
+                self._slowpath.inc()
+            record = _Record(
+                holder=cfg.identity,
+                lease_duration_seconds=cfg.lease_duration_seconds,
+                acquire_time=current.acquire_time,
+                renew_time=now,
+                transitions=current.transitions,
+            )
+        else:
+            record = _Record(
+                holder=cfg.identity,
+                lease_duration_seconds=cfg.lease_duration_seconds,
+                acquire_time=now,
+                renew_time=now,
+                transitions=current.transitions + 1,
+            )
+        self._observe(await self._write(record))
+        return _Outcome.OK
+
+    def _body(self, record: _Record) -> dict[str, Any]:
+        return {
+            "apiVersion": LEASES.api_version,
+            "kind": LEASES.kind,
+            "metadata": {"name": self.config.name, "namespace": self.config.namespace},
+            "spec": record.to_spec(),
+        }
+
+    async def _write(self, record: _Record) -> dict[str, Any]:
+        """PUT the record over the lease last seen; its resourceVersion makes a race a 409.
+
+        Spec fields we do not manage (coordinated election's preferredHolder, strategy) are kept.
+        """
+        if self._lease is None:
+            raise errors.KubeError("no lease observed yet")
+        body = dict(self._lease)
+        body["spec"] = {**(self._lease.get("spec") or {}), **record.to_spec()}
+        return await self.client.replace(LEASES, body)
+
+    # ------------------------------------------------------------------ release
+
+    async def _release(self) -> None:
+        """Hand the lease back so a successor takes over at once instead of after expiry.
+
+        Written as client-go does (no holder, a one-second duration, transitions kept), and only
+        over a lease that still names us: a 409 means somebody wrote, so we read again and release
+        only if we are still the holder. Bounded by the renew deadline; a release that cannot be
+        written just leaves the lease to expire.
+        """
+        if not self._holds_record():
+            return
+        cfg = self.config
+        try:
+            async with asyncio.timeout(cfg.renew_deadline):
+                while True:
+                    assert self._record is not None
+                    now = _micro_now()
+                    released = _Record(
+                        holder="",
+                        lease_duration_seconds=1,
+                        acquire_time=now,
+                        renew_time=now,
+                        transitions=self._record.transitions,
+                    )
+                    try:
+                        self._observe(await self._write(released))
+                        self._log.info("released lease")
+                        return
+                    except errors.Conflict:
+                        if not await self._reread_for_release():
+                            return
+                    except errors.KubeError as exc:
+                        self._log.warning("failed to release lease", error=str(exc))
+                        await asyncio.sleep(cfg.retry_period)
+        except TimeoutError:
+            self._log.warning("gave up releasing lease; it will expire", timeout=cfg.renew_deadline)
+
+    async def _reread_for_release(self) -> bool:
+        """After a 409: read the lease again; True if it still names us and release should retry."""
+        cfg = self.config
+        try:
+            self._observe(await self.client.get(LEASES, cfg.name, cfg.namespace))
+        except errors.NotFound:
+            return False
+        except errors.KubeError as exc:
+            self._log.warning("failed to read lease to release it", error=str(exc))
+            await asyncio.sleep(cfg.retry_period)
+            return True
+        if not self._holds_record():
+            self._log.info("lease already taken over, nothing to release")
+            return False
+        return True
