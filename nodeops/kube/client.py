@@ -9,7 +9,7 @@ hangs silently. Failures become typed exceptions carrying the server's `Status`.
 
 from __future__ import annotations
 
-import asyncio
+import math
 import os
 import ssl
 import time
@@ -24,6 +24,7 @@ import orjson
 from nodeops import __version__
 from nodeops.kube import errors
 from nodeops.kube.metrics import REST_LATENCY, REST_RATE_LIMITER_WAIT, REST_REQUESTS
+from nodeops.kube.ratelimit import TokenBucket
 from nodeops.kube.resources import PODS, Resource
 
 PATCH_CONTENT_TYPES = {
@@ -39,33 +40,6 @@ USER_AGENT = f"nodeops/{__version__}"
 class WatchEvent:
     type: str  # ADDED, MODIFIED, DELETED, BOOKMARK
     object: dict[str, Any]
-
-
-class _TokenBucket:
-    """Client-side QPS/burst limit, client-go's flowcontrol token bucket."""
-
-    def __init__(self, qps: float, burst: int) -> None:
-        self.qps = qps
-        self.burst = max(1, burst)
-        self.tokens = float(self.burst)
-        self.updated = time.monotonic()
-        self._lock = asyncio.Lock()
-
-    async def acquire(self) -> float:
-        if self.qps <= 0:
-            return 0.0
-        async with self._lock:
-            now = time.monotonic()
-            self.tokens = min(self.burst, self.tokens + (now - self.updated) * self.qps)
-            self.updated = now
-            if self.tokens >= 1:
-                self.tokens -= 1
-                return 0.0
-            wait = (1 - self.tokens) / self.qps
-            self.tokens = 0.0
-            self.updated = now + wait
-            await asyncio.sleep(wait)
-            return wait
 
 
 TokenSource = Callable[[], Awaitable[str | None]]
@@ -93,7 +67,7 @@ class Client:
         self._ssl = ssl_context
         self.timeout = timeout
         self.user_agent = user_agent
-        self._bucket = _TokenBucket(qps, burst)
+        self._bucket = TokenBucket(qps if qps > 0 else math.inf, burst)
         self._session: aiohttp.ClientSession | None = None
         self._eviction_version: str | None = None
 

@@ -501,7 +501,7 @@ class OpenStackProvider(BaseProvider):
     ) -> openstack.config.cloud_region.CloudRegion:
         key = f"{_KEY}.cloudprovider_conf"
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8-sig")
         except FileNotFoundError:
             raise ProviderConfigError(key, f"{path}: no such file") from None
         except (OSError, UnicodeDecodeError) as exc:
@@ -523,18 +523,13 @@ class OpenStackProvider(BaseProvider):
             raise ProviderConfigError(key, f"{path}: {exc}") from None
 
     async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
-        loop = asyncio.get_running_loop()
+        """`fn(*args)` in the provider's pool, with the caller's context (log bindings)."""
+        if self._closed:
+            raise ProviderError("Closed", "the OpenStack provider is closed", retryable=False)
         context = contextvars.copy_context()
-        try:
-            return await loop.run_in_executor(
-                self._executor, functools.partial(context.run, fn, *args)
-            )
-        except RuntimeError as exc:
-            if self._closed:
-                raise ProviderError(
-                    "Closed", "the OpenStack provider is closed", retryable=False
-                ) from exc
-            raise
+        return await asyncio.get_running_loop().run_in_executor(
+            self._executor, functools.partial(context.run, fn, *args)
+        )
 
     async def _call(self, operation: str, fn: Callable[[openstack.connection.Connection], T]) -> T:
         """`fn(connection)` in the thread pool, under the retry policy."""
@@ -559,14 +554,22 @@ class OpenStackProvider(BaseProvider):
         )
 
     async def close(self) -> None:
+        """Release the connection pool; later calls fail with the `Closed` code.
+
+        Calls already queued still run (cancelling their futures would surface as a
+        cancellation of tasks nobody cancelled); the connection closes behind them.
+        """
         async with self._lock:
             if self._closed:
                 return
             self._closed = True
             conn, self._conn = self._conn, None
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        closing = None
         if conn is not None:
-            await asyncio.to_thread(conn.close)
+            closing = asyncio.get_running_loop().run_in_executor(self._executor, conn.close)
+        self._executor.shutdown(wait=False)
+        if closing is not None:
+            await closing
 
     # ----------------------------------------------------------------------------------------
     # Servers

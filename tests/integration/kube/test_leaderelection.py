@@ -457,6 +457,32 @@ async def start_leader_and_follower(
     return leader, leader_run, follower, follower_run
 
 
+async def test_follower_never_deposes_a_live_leader(
+    clients: Callable[[], Client], tasks: list[asyncio.Task[Any]]
+) -> None:
+    """Every renewal restarts the follower's wait, however long the leader stays."""
+    name = "long-term"
+    leader_cfg = config(name, "alpha")
+    follower_cfg = config(name, "beta")
+    terms = Terms()
+    leader, _, follower, _ = await start_leader_and_follower(
+        clients, tasks, terms, leader_cfg, follower_cfg
+    )
+    reader = clients()
+    start_rv = int((await read_lease(reader, name))["metadata"]["resourceVersion"])
+    renewals_needed = int(3 * leader_cfg.lease_duration / leader_cfg.retry_period)
+
+    async def held_for_three_lease_durations() -> bool:
+        lease = await read_lease(reader, name)
+        return int(lease["metadata"]["resourceVersion"]) - start_rv >= renewals_needed
+
+    await eventually(held_for_three_lease_durations, timeout=3 * leader_cfg.lease_duration + 5)
+    assert leader.is_leader and not follower.is_leader
+    assert [t.identity for t in terms.terms] == ["alpha"]
+    spec = (await read_lease(reader, name))["spec"]
+    assert spec["holderIdentity"] == "alpha" and spec["leaseTransitions"] == 0
+
+
 async def test_killed_leader_is_replaced_after_the_lease_expires(
     clients: Callable[[], Client], tasks: list[asyncio.Task[Any]]
 ) -> None:
@@ -540,7 +566,8 @@ async def test_two_candidates_never_lead_at_once(
         client = clients()
         for round_ in range(1000):
             cfg = config(name, f"{slot}-{round_}", release_on_cancel=rng.random() < 0.75)
-            hold = rng.uniform(0.1, 0.5)
+            # Mostly short terms for many handovers, some longer than the lease duration.
+            hold = rng.uniform(0.1, 0.5) if rng.random() < 0.7 else rng.uniform(1.0, 1.8)
 
             async def work(hold: float = hold) -> None:
                 await asyncio.sleep(hold)

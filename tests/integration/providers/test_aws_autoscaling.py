@@ -30,9 +30,9 @@ async def test_describe_groups_reports_instances(aws: Aws) -> None:
 
 
 async def test_describe_groups_keeps_the_requested_order_and_skips_missing(aws: Aws) -> None:
-    aws.world.template("t")
+    aws.world.template("tpl")
     for name in ("b", "a", "c"):
-        aws.world.group(name, 1, template="t")
+        aws.world.group(name, 1, template="tpl")
 
     groups = await aws.provider.describe_groups(["c", "missing", "a", "c", "b"])
 
@@ -41,11 +41,11 @@ async def test_describe_groups_keeps_the_requested_order_and_skips_missing(aws: 
 
 
 async def test_describe_groups_pages_through_many_groups_and_instances(aws: Aws) -> None:
-    aws.world.template("t")
-    aws.world.group("big", 150, template="t", max_size=200)
+    aws.world.template("tpl")
+    aws.world.group("big", 150, template="tpl", max_size=200)
     small = [f"small-{i:03d}" for i in range(120)]
     for name in small:
-        aws.world.group(name, 1, template="t")
+        aws.world.group(name, 1, template="tpl")
     # AWS may answer with short pages; make moto do so to walk the NextToken chain.
     aws.proxy.cap_page_size("DescribeAutoScalingGroups", "MaxRecords", 7)
 
@@ -61,8 +61,8 @@ async def test_describe_groups_pages_through_many_groups_and_instances(aws: Aws)
 
 
 async def test_instance_protection_and_standby_are_reported(aws: Aws) -> None:
-    aws.world.template("t")
-    aws.world.group("g", 2, template="t", NewInstancesProtectedFromScaleIn=True)
+    aws.world.template("tpl")
+    aws.world.group("g", 2, template="tpl", NewInstancesProtectedFromScaleIn=True)
     first, second = aws.world.instances_of("g")
     aws.world.autoscaling.enter_standby(
         AutoScalingGroupName="g", InstanceIds=[second], ShouldDecrementDesiredCapacity=False
@@ -78,8 +78,8 @@ async def test_instance_protection_and_standby_are_reported(aws: Aws) -> None:
 
 
 async def test_detach_keeps_desired_capacity_and_is_idempotent(aws: Aws) -> None:
-    aws.world.template("t")
-    aws.world.group("g", 3, template="t")
+    aws.world.template("tpl")
+    aws.world.group("g", 3, template="tpl")
     victim = aws.world.instances_of("g")[0]
 
     await aws.provider.detach_instance("g", victim)
@@ -95,9 +95,9 @@ async def test_detach_keeps_desired_capacity_and_is_idempotent(aws: Aws) -> None
 
 
 async def test_detach_from_standby_and_of_strangers(aws: Aws) -> None:
-    aws.world.template("t")
-    aws.world.group("g", 2, template="t")
-    aws.world.group("other", 1, template="t")
+    aws.world.template("tpl")
+    aws.world.group("g", 2, template="tpl")
+    aws.world.group("other", 1, template="tpl")
     standby = aws.world.instances_of("g")[0]
     aws.world.autoscaling.enter_standby(
         AutoScalingGroupName="g", InstanceIds=[standby], ShouldDecrementDesiredCapacity=False
@@ -117,8 +117,8 @@ async def test_detach_from_standby_and_of_strangers(aws: Aws) -> None:
 
 
 async def test_attach_returns_an_instance_and_is_idempotent(aws: Aws) -> None:
-    aws.world.template("t")
-    aws.world.group("g", 2, template="t")
+    aws.world.template("tpl")
+    aws.world.group("g", 2, template="tpl")
     victim = aws.world.instances_of("g")[0]
     await aws.provider.detach_instance("g", victim)
 
@@ -133,9 +133,9 @@ async def test_attach_returns_an_instance_and_is_idempotent(aws: Aws) -> None:
 
 
 async def test_attach_refuses_an_instance_of_another_group(aws: Aws) -> None:
-    aws.world.template("t")
-    aws.world.group("g", 1, template="t")
-    aws.world.group("other", 1, template="t")
+    aws.world.template("tpl")
+    aws.world.group("g", 1, template="tpl")
+    aws.world.group("other", 1, template="tpl")
     elsewhere = aws.world.instances_of("other")[0]
 
     with pytest.raises(ProviderError) as caught:
@@ -157,8 +157,8 @@ async def test_attach_to_a_missing_group(aws: Aws) -> None:
 
 
 async def test_attach_past_max_size_surfaces_the_cloud_error(aws: Aws) -> None:
-    aws.world.template("t")
-    aws.world.group("g", 2, template="t", max_size=2)
+    aws.world.template("tpl")
+    aws.world.group("g", 2, template="tpl", max_size=2)
     loose = aws.world.run_instance()["InstanceId"]
 
     with pytest.raises(ProviderError) as caught:

@@ -431,6 +431,14 @@ async def test_clouds_yaml(cloud: FakeOpenStack, tmp_path: Path) -> None:
     assert scope == {"name": fake.PROJECT_NAME, "domain": {"name": fake.USER_DOMAIN}}
 
 
+async def test_connect_reads_files_without_network(cloud: FakeOpenStack, tmp_path: Path) -> None:
+    async with make_provider(cloudprovider_conf=write_conf(tmp_path, cloud)) as p:
+        assert isinstance(p, OpenStackProvider)
+        await p.connect()
+        assert p.region == fake.REGION
+    assert sum(cloud.hits.values()) == 0
+
+
 async def test_clouds_yaml_errors(cloud: FakeOpenStack, tmp_path: Path) -> None:
     path = write_clouds_yaml(tmp_path, cloud)
     with pytest.raises(ProviderConfigError) as err:
