@@ -51,7 +51,7 @@ NAMESPACES = (
 ZONES = ("eu-west-1a", "eu-west-1b", "eu-west-1c")
 INSTANCE_TYPES = ("m5.xlarge", "m6i.xlarge", "c5.2xlarge", "r5.xlarge")
 REPLICAS_PER_DEPLOYMENT = 30
-LOAD_BATCH = 5_000
+LOAD_BATCH = 1_000
 PAGE_LIMIT = 500
 FULL_LIST_RUNS = 3
 # Events the writer may run ahead of the slowest watcher before it yields: the writer measures

@@ -10,6 +10,7 @@ from typing import Final
 
 import aiohttp
 from botocore import exceptions as boto_exc
+from botocore.parsers import ResponseParserError
 
 from nodeops.providers.base import ProviderError
 
@@ -67,7 +68,7 @@ def classify_aws_error(exc: BaseException) -> ProviderError | None:
         return ProviderError("Timeout", str(exc), retryable=True)
     if isinstance(exc, boto_exc.HTTPClientError | boto_exc.EndpointConnectionError):
         return ProviderError("ConnectionError", str(exc), retryable=True)
-    if isinstance(exc, boto_exc.ResponseParserError):
+    if isinstance(exc, ResponseParserError):
         # A truncated or proxy-mangled body; the next answer is usually whole.
         return ProviderError("InvalidResponse", str(exc), retryable=True)
     if isinstance(exc, boto_exc.NoCredentialsError | boto_exc.PartialCredentialsError):

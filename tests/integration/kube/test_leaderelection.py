@@ -487,9 +487,9 @@ async def test_killed_leader_is_replaced_after_the_lease_expires(
     clients: Callable[[], Client], tasks: list[asyncio.Task[Any]]
 ) -> None:
     name = "killed"
-    timing = {"lease_duration": 2.0, "renew_deadline": 1.4, "retry_period": 0.2}
-    leader_cfg = config(name, "alpha", **timing, release_on_cancel=False)
-    follower_cfg = config(name, "beta", **timing)
+    timing = (2.0, 1.4, 0.2)  # lease duration, renew deadline, retry period
+    leader_cfg = config(name, "alpha", *timing, release_on_cancel=False)
+    follower_cfg = config(name, "beta", *timing)
     terms = Terms()
     _, leader_run, follower, _ = await start_leader_and_follower(
         clients, tasks, terms, leader_cfg, follower_cfg
@@ -518,9 +518,9 @@ async def test_graceful_stop_hands_over_without_waiting_for_expiry(
     clients: Callable[[], Client], tasks: list[asyncio.Task[Any]]
 ) -> None:
     name = "graceful"
-    timing = {"lease_duration": 3.0, "renew_deadline": 2.0, "retry_period": 0.2}
-    leader_cfg = config(name, "alpha", **timing, release_on_cancel=True)
-    follower_cfg = config(name, "beta", **timing)
+    timing = (3.0, 2.0, 0.2)
+    leader_cfg = config(name, "alpha", *timing, release_on_cancel=True)
+    follower_cfg = config(name, "beta", *timing)
     terms = Terms()
     _, leader_run, follower, _ = await start_leader_and_follower(
         clients, tasks, terms, leader_cfg, follower_cfg

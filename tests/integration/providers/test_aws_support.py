@@ -258,12 +258,14 @@ class World:
         return str(described["Reservations"][0]["Instances"][0]["State"]["Name"])
 
     def classic_lb(self, name: str, *, tags: dict[str, str] | None = None) -> str:
-        self.elb.create_load_balancer(
-            LoadBalancerName=name,
-            Listeners=[{"Protocol": "HTTP", "LoadBalancerPort": 80, "InstancePort": 30080}],
-            AvailabilityZones=["us-east-1a"],
-            Tags=[{"Key": k, "Value": v} for k, v in (tags or {}).items()],
-        )
+        params: dict[str, Any] = {
+            "LoadBalancerName": name,
+            "Listeners": [{"Protocol": "HTTP", "LoadBalancerPort": 80, "InstancePort": 30080}],
+            "AvailabilityZones": ["us-east-1a"],
+        }
+        if tags:
+            params["Tags"] = [{"Key": k, "Value": v} for k, v in tags.items()]
+        self.elb.create_load_balancer(**params)
         return name
 
     def classic_members(self, name: str) -> list[str]:
