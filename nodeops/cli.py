@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from nodeops import __version__
+from nodeops.drain import command as drain_command
 
 
 def _sim_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -70,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"nodeops {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     _run_parser(sub)
+    drain_command.add_arguments(sub)
     _sim_parser(sub)
     return parser
 
@@ -77,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command in ("drain", "cordon", "uncordon"):
+        return drain_command.run(args)
     if args.command == "run":
         from nodeops.run import run_from_args
 

@@ -27,7 +27,6 @@ the release attempt.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import random
 import socket
@@ -322,17 +321,22 @@ class LeaderElector:
         self.leading.clear()
         if lost:
             self.lost.set()
+        # asyncio.wait, not await: whatever these tasks ended with must not cut the stop short
+        # (the callback and the release below still have to run); our own cancellation still
+        # propagates.
         renew.cancel()
-        with contextlib.suppress(asyncio.CancelledError, LeadershipLost):
-            await renew
+        await asyncio.wait({renew})
+        if not renew.cancelled() and renew.exception() is not None:
+            exc = renew.exception()
+            if not isinstance(exc, LeadershipLost):
+                self._log.error("lease renewal failed unexpectedly", exc_info=exc)
         if work is not None and not work.done():
             work.cancel()
-            try:
-                await work
-            except asyncio.CancelledError:
-                pass
-            except Exception:
-                self._log.exception("on_started_leading failed while being stopped")
+            await asyncio.wait({work})
+            if not work.cancelled() and work.exception() is not None:
+                self._log.error(
+                    "on_started_leading failed while being stopped", exc_info=work.exception()
+                )
         self._log.info("stopped leading", lost=lost)
         if self.on_stopped_leading is not None:
             try:

@@ -55,3 +55,6 @@ VOLUMEATTACHMENTS = Resource("storage.k8s.io", "v1", "volumeattachments", "Volum
 CRDS = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
 )
+PERSISTENTVOLUMES = Resource("", "v1", "persistentvolumes", "PersistentVolume", False)
+PERSISTENTVOLUMECLAIMS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True)
+NODEDRAINRULES = Resource("nodeops.dev", "v1alpha1", "nodedrainrules", "NodeDrainRule", False)

@@ -55,9 +55,9 @@ class ProviderError(Exception):
 
     `code` is the cloud's own error code (`Throttling`, `InvalidInstanceID.Malformed`, an HTTP
     status for clouds without codes) so callers and logs can match on what the cloud said, not on
-    message text. A few codes are ours, for failures that never reached the cloud or that we
-    detected ourselves: `Timeout`, `ConnectionError`, `IncorrectInstanceState`,
-    `InstanceInOtherGroup`, `NotFound`.
+    message text. Some codes are ours, for failures that never reached the cloud or that a
+    provider detected itself, for example `Timeout`, `ConnectionError`, `InvalidResponse`,
+    `IncorrectInstanceState`, `InstanceInOtherGroup`, `IncorrectTargetState`, `NotFound`.
 
     `retryable` is true when the same call may succeed later unchanged (throttling, 5xx, network,
     a transient instance state); a reconciler requeues those with backoff and fails on the rest.

@@ -3,16 +3,15 @@
 Drains and node operations key off these taints (a cordon is visible to the scheduler through the
 `unschedulable` taint; a dead node through `unreachable`), so they must appear and disappear the
 way kube-controller-manager makes them. Heartbeat expiry is timer-driven per node on the
-simulated clock: a lease renewal only records a time, it never costs an API call.
+simulated clock: a lease renewal only records when it was seen, it never costs an API call.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
-from nodeops.sim.clock import Clock, parse_time
+from nodeops.sim.clock import Clock
 from nodeops.sim.cluster.apiclient import NODES, ApiClient, Obj
 from nodeops.sim.cluster.informer import Informer, key_of
 from nodeops.sim.cluster.runtime import Controller
@@ -86,16 +85,9 @@ def desired_taints(node: Mapping[str, Any], now_text: str) -> list[Obj]:
     return out
 
 
-def last_probe(node: Mapping[str, Any], lease_renew: str | None) -> datetime | None:
-    """The newest sign of life: the lease's renewTime or the Ready heartbeat."""
-    times: list[datetime] = []
-    for value in (lease_renew, (node_condition(node, "Ready") or {}).get("lastHeartbeatTime")):
-        if value:
-            try:
-                times.append(parse_time(value))
-            except ValueError:
-                continue
-    return max(times) if times else None
+def heartbeat_of(node: Mapping[str, Any]) -> str | None:
+    value = (node_condition(node, "Ready") or {}).get("lastHeartbeatTime")
+    return str(value) if value else None
 
 
 def unknown_conditions_patch(node: Mapping[str, Any], now_text: str) -> Obj:
@@ -140,27 +132,43 @@ class NodeLifecycle(Controller[str]):
         self.leases = leases
         self.grace_seconds = grace_seconds
         self.startup_grace_seconds = startup_grace_seconds
+        # When this controller last saw a sign of life from each node, on its own clock: like
+        # kube's probeTimestamp, so a controller (re)started late gives every node a full grace
+        # period instead of judging heartbeats written before it was watching.
+        self._seen: dict[str, float] = {}
         nodes.add_handler(self._on_node)
         leases.add_handler(self._on_lease)
 
     def _on_node(self, old: Obj | None, new: Obj | None) -> None:
-        if new is not None:
-            self.queue.add(key_of(new)[1])
-
-    def _on_lease(self, old: Obj | None, new: Obj | None) -> None:
-        # A renewal needs no work unless the node was already marked as not reporting.
         if new is None:
+            assert old is not None
+            self._seen.pop(key_of(old)[1], None)
             return
         name = key_of(new)[1]
+        if old is None or heartbeat_of(old) != heartbeat_of(new):
+            self._seen[name] = self._now()
+        self.queue.add(name)
+
+    def _on_lease(self, old: Obj | None, new: Obj | None) -> None:
+        """A renewal only records when it was seen, unless the node was marked as silent."""
+        if new is None:
+            return
+        renew = (new.get("spec") or {}).get("renewTime")
+        if old is not None and (old.get("spec") or {}).get("renewTime") == renew:
+            return
+        name = key_of(new)[1]
+        self._seen[name] = self._now()
         node = self.nodes.store.get(("", name))
         if node is not None and (node_condition(node, "Ready") or {}).get("status") == "Unknown":
             self.queue.add(name)
+
+    def _now(self) -> float:
+        return self.clock.now().timestamp()
 
     async def reconcile(self, name: str) -> float | None:
         node = self.nodes.store.get(("", name))
         if node is None:
             return None
-        now = self.clock.now()
         now_text = self.clock.timestamp()
         meta = node.get("metadata") or {}
         spec = node.get("spec") or {}
@@ -172,25 +180,20 @@ class NodeLifecycle(Controller[str]):
             }
             await self.client.patch(NODES, name, patch, patch_type="merge")
             return None  # the update's event brings the node back
-        lease = self.leases.store.get(("kube-node-lease", name))
-        renew = ((lease or {}).get("spec") or {}).get("renewTime")
-        probe = last_probe(node, renew)
-        grace = self.grace_seconds
-        if probe is None:
-            created = meta.get("creationTimestamp")
-            probe = parse_time(created) if created else now
-            grace = self.startup_grace_seconds
-        overdue = (now - probe).total_seconds() - grace
+        now = self._now()
+        seen = self._seen.setdefault(name, now)
         ready = node_condition(node, "Ready")
-        if overdue >= 0:
-            if (ready or {}).get("status") != "Unknown":
-                await self.client.patch(
-                    NODES,
-                    name,
-                    unknown_conditions_patch(node, now_text),
-                    patch_type="strategic",
-                    subresource="status",
-                )
-            # While the node stays silent there is nothing to wait for; a renewal re-queues it.
-            return None
-        return -overdue + 0.5
+        grace = self.grace_seconds if ready is not None else self.startup_grace_seconds
+        overdue = now - seen - grace
+        if overdue < 0:
+            return -overdue + 0.5
+        if (ready or {}).get("status") != "Unknown":
+            await self.client.patch(
+                NODES,
+                name,
+                unknown_conditions_patch(node, now_text),
+                patch_type="strategic",
+                subresource="status",
+            )
+        # While the node stays silent there is nothing to wait for; a renewal re-queues it.
+        return None

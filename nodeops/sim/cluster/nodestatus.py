@@ -12,8 +12,8 @@ from datetime import datetime
 from typing import Any
 
 from nodeops.sim.clock import parse_time
-from nodeops.sim.cluster.sim_annotations import KUBELET_RUNNING
 from nodeops.sim.cluster.apiclient import Obj
+from nodeops.sim.cluster.sim_annotations import KUBELET_RUNNING
 
 _PRESSURE = (
     ("MemoryPressure", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),

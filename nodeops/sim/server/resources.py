@@ -258,6 +258,8 @@ BUILTIN: tuple[ResourceType, ...] = (
         storage_group="policy",
     ),
     _rt("coordination.k8s.io", "v1", "leases", "Lease", True),
+    _rt("", "v1", "persistentvolumes", "PersistentVolume", False, ("pv",), ("status",)),
+    _rt("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, ("pvc",), ("status",)),
     _rt("storage.k8s.io", "v1", "volumeattachments", "VolumeAttachment", False, (), ("status",)),
     _rt(
         "apiextensions.k8s.io",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from nodeops.providers.aws.autoscaling import lifecycle_of
 from nodeops.providers.base import Lifecycle, ProviderError
 from tests.integration.providers import test_aws_support as support
 from tests.integration.providers.test_aws_support import Aws
@@ -167,3 +168,44 @@ async def test_attach_past_max_size_surfaces_the_cloud_error(aws: Aws) -> None:
     # moto says ResourceContention where AWS says ValidationError; neither is "done".
     assert caught.value.code in ("ValidationError", "ResourceContention")
     assert loose not in aws.world.instances_of("g")
+
+
+async def test_a_refused_detach_of_a_member_is_not_taken_for_done(aws: Aws) -> None:
+    aws.world.template("tpl")
+    aws.world.group("g", 1, template="tpl")
+    member = aws.world.instances_of("g")[0]
+    # The text Cyclops took to mean "already detaching"; the instance is still InService.
+    aws.proxy.fail(
+        "DetachInstances",
+        1,
+        code="ValidationError",
+        message=f"The instance {member} is not in InService or Standby.",
+    )
+
+    with pytest.raises(ProviderError) as caught:
+        await aws.provider.detach_instance("g", member)
+
+    assert (caught.value.code, caught.value.retryable) == ("ValidationError", False)
+    assert member in aws.world.instances_of("g")
+
+
+@pytest.mark.parametrize(
+    ("state", "expected"),
+    [
+        ("Pending", Lifecycle.PENDING),
+        ("Pending:Wait", Lifecycle.PENDING),
+        ("Pending:Proceed", Lifecycle.PENDING),
+        ("InService", Lifecycle.IN_SERVICE),
+        ("Standby", Lifecycle.STANDBY),
+        ("EnteringStandby", Lifecycle.STANDBY),
+        ("Detaching", Lifecycle.DETACHING),
+        ("Detached", Lifecycle.DETACHING),
+        ("Terminating", Lifecycle.TERMINATING),
+        ("Terminating:Wait", Lifecycle.TERMINATING),
+        ("Terminated", Lifecycle.TERMINATED),
+        ("Warmed:Running", Lifecycle.WARMED),
+        ("Quarantined", Lifecycle.UNKNOWN),
+    ],
+)
+def test_lifecycle_states(state: str, expected: Lifecycle) -> None:
+    assert lifecycle_of(state) is expected

@@ -71,7 +71,9 @@ async def test_find_server_of_nodes_that_are_no_ec2_instance(aws: Aws) -> None:
     assert await aws.provider.find_server(node("n", "aws:///us-east-1a/fargate-ip-1")) is None
     assert await aws.provider.find_server(node("ip-10-9-9-9.ec2.internal")) is None
     # A providerID of an instance that was never there (or is purged) is simply not found.
-    assert await aws.provider.find_server(node("n", "aws:///us-east-1a/i-0123456789abcdef0")) is None
+    assert (
+        await aws.provider.find_server(node("n", "aws:///us-east-1a/i-0123456789abcdef0")) is None
+    )
     with pytest.raises(ProviderIdError):
         await aws.provider.find_server(node("n", "not a provider id"))
 
@@ -100,3 +102,16 @@ async def test_wait_deleted_times_out_on_a_live_instance(aws: Aws) -> None:
 
     assert (caught.value.code, caught.value.retryable) == ("Timeout", True)
     assert "still running" in caught.value.message
+
+
+async def test_a_closed_provider_refuses_calls_and_reopens_nothing(aws: Aws) -> None:
+    provider = aws.make_provider()
+    await provider.terminate_instance("i-0123456789abcdef0")
+    await provider.close()
+    await provider.close()
+
+    with pytest.raises(ProviderError) as caught:
+        await provider.terminate_instance("i-0123456789abcdef0")
+
+    assert (caught.value.code, caught.value.retryable) == ("Closed", False)
+    assert aws.proxy.requests["TerminateInstances"] == 1

@@ -76,7 +76,10 @@ async def test_mixed_instances_policy(aws: Aws) -> None:
         2,
         MixedInstancesPolicy={
             "LaunchTemplate": {
-                "LaunchTemplateSpecification": {"LaunchTemplateName": "mixed", "Version": "$Latest"},
+                "LaunchTemplateSpecification": {
+                    "LaunchTemplateName": "mixed",
+                    "Version": "$Latest",
+                },
                 "Overrides": [{"InstanceType": "t3.micro"}, {"InstanceType": "t3a.micro"}],
             },
             "InstancesDistribution": {"OnDemandBaseCapacity": 0},
@@ -188,7 +191,10 @@ def test_mixed_instances_overrides_per_instance_type() -> None:
                 "LaunchTemplateSpecification": _lt("lt-aaa", "$Latest"),
                 "Overrides": [
                     {"InstanceType": "m5.large"},
-                    {"InstanceType": "m6g.large", "LaunchTemplateSpecification": _lt("lt-bbb", None)},
+                    {
+                        "InstanceType": "m6g.large",
+                        "LaunchTemplateSpecification": _lt("lt-bbb", None),
+                    },
                 ],
             }
         }

@@ -30,7 +30,9 @@ async def test_targets_of_finds_classic_lbs_and_target_groups_with_ports(aws: Aw
     unrelated = aws.world.target_group("tg-other", port=80)
     aws.world.target_group("tg-ip", target_type="ip")
     aws.world.elbv2.register_targets(TargetGroupArn=http, Targets=[{"Id": node}])
-    aws.world.elbv2.register_targets(TargetGroupArn=node_port, Targets=[{"Id": node, "Port": 30443}])
+    aws.world.elbv2.register_targets(
+        TargetGroupArn=node_port, Targets=[{"Id": node, "Port": 30443}]
+    )
     aws.world.elbv2.register_targets(TargetGroupArn=unrelated, Targets=[{"Id": other}])
 
     targets = await aws.provider.targets_of(node)
@@ -77,7 +79,11 @@ async def test_among_limits_the_health_calls(aws: Aws) -> None:
     )
 
     targets = await aws.provider.targets_of(
-        node, among=[LoadBalancerTarget(TARGET_GROUP, arns[2]), LoadBalancerTarget(TARGET_GROUP, arns[4])]
+        node,
+        among=[
+            LoadBalancerTarget(TARGET_GROUP, arns[2]),
+            LoadBalancerTarget(TARGET_GROUP, arns[4]),
+        ],
     )
 
     assert targets == [
@@ -196,7 +202,8 @@ async def test_targets_behind_services_by_tags(aws: Aws) -> None:
     )
     aws.world.target_group("untagged")
     aws.world.classic_lb(
-        "a1b2c3", tags={"kubernetes.io/service-name": "shop/api", "kubernetes.io/cluster/prod": "owned"}
+        "a1b2c3",
+        tags={"kubernetes.io/service-name": "shop/api", "kubernetes.io/cluster/prod": "owned"},
     )
     aws.world.classic_lb("someone-elses")
     web, api, absent = ServiceRef("shop", "web"), ServiceRef("shop", "api"), ServiceRef("x", "y")

@@ -58,27 +58,13 @@ async def test_each_page_is_retried_on_its_own(aws: Aws) -> None:
     for name in names:
         aws.world.group(name, 1, template="tpl")
     aws.proxy.cap_page_size("DescribeAutoScalingGroups", "MaxRecords", 4)
-    # The first page gets through, then two throttles, then pages two and three.
-    groups = await aws.provider.describe_groups(names[:4])
-    assert len(groups) == 4
-    aws.proxy.reset_counts()
-    aws.proxy.cap_page_size("DescribeAutoScalingGroups", "MaxRecords", 4)
+    aws.proxy.fail("DescribeAutoScalingGroups", 2, after=1)
 
-    original = aws.proxy._handle
-    seen = 0
-
-    async def throttle_after_first_page(request):  # type: ignore[no-untyped-def]
-        nonlocal seen
-        seen += 1
-        if seen == 2:
-            aws.proxy.fail("DescribeAutoScalingGroups", 2)
-        return await original(request)
-
-    aws.proxy._handle = throttle_after_first_page  # type: ignore[method-assign]
     groups = await aws.provider.describe_groups(names)
 
     assert [g.name for g in groups] == names
     # 3 pages + 2 retries of the second; the first page is not fetched again.
+    assert aws.proxy.faulted["DescribeAutoScalingGroups"] == 2
     assert aws.proxy.requests["DescribeAutoScalingGroups"] == 5
 
 

@@ -20,7 +20,7 @@ import re
 import threading
 import urllib.request
 import uuid
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -78,6 +78,8 @@ class Fault:
     code: str
     status: int
     message: str
+    times: int
+    after: int = 0
 
 
 def error_body(service: str, fault: Fault) -> bytes:
@@ -106,7 +108,7 @@ class FaultProxy:
         self.upstream = upstream
         self.requests: Counter[str] = Counter()
         self.faulted: Counter[str] = Counter()
-        self._faults: dict[str, list[Fault]] = defaultdict(list)
+        self._faults: dict[str, deque[Fault]] = defaultdict(deque)
         self._page_caps: dict[str, tuple[str, int]] = {}
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -120,9 +122,10 @@ class FaultProxy:
         code: str = "Throttling",
         status: int = 400,
         message: str = "Rate exceeded",
+        after: int = 0,
     ) -> None:
-        """Answer the next `times` requests of `action` with this error instead of moto."""
-        self._faults[action].extend(Fault(code, status, message) for _ in range(times))
+        """Let `after` requests of `action` through, then answer `times` with this error."""
+        self._faults[action].append(Fault(code, status, message, times, after))
 
     def cap_page_size(self, action: str, parameter: str, size: int) -> None:
         """Rewrite the page-size parameter of `action` so moto returns short pages."""
@@ -152,6 +155,19 @@ class FaultProxy:
         if self._runner is not None:
             await self._runner.cleanup()
 
+    def _next_fault(self, action: str) -> Fault | None:
+        pending = self._faults.get(action)
+        if not pending:
+            return None
+        fault = pending[0]
+        if fault.after > 0:
+            fault.after -= 1
+            return None
+        fault.times -= 1
+        if fault.times <= 0:
+            pending.popleft()
+        return fault
+
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
         form = parse_qs(body.decode(), keep_blank_values=True)
@@ -159,9 +175,8 @@ class FaultProxy:
         self.requests[action] += 1
         match = _SERVICE_RE.search(request.headers.get("Authorization", ""))
         service = match.group(1) if match else ""
-        pending = self._faults.get(action)
-        if pending:
-            fault = pending.pop(0)
+        fault = self._next_fault(action)
+        if fault is not None:
             self.faulted[action] += 1
             return web.Response(
                 status=fault.status, body=error_body(service, fault), content_type="text/xml"

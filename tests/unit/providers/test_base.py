@@ -35,7 +35,10 @@ from nodeops.providers.base import (
         ("openstack:///8f9c3a1e-1111-2222", ProviderId("openstack", None, "8f9c3a1e-1111-2222")),
         ("openstack://RegionOne/8f9c", ProviderId("openstack", None, "8f9c", host="RegionOne")),
         ("sim:///group-a/n-1", ProviderId("sim", "group-a", "n-1")),
-        ("gce://project/europe-west1-b/vm-1", ProviderId("gce", "europe-west1-b", "vm-1", "project")),
+        (
+            "gce://project/europe-west1-b/vm-1",
+            ProviderId("gce", "europe-west1-b", "vm-1", "project"),
+        ),
         ("digitalocean://12345", ProviderId("digitalocean", None, "12345")),
         (
             "azure:///subscriptions/s/resourceGroups/g/providers/vm/n",

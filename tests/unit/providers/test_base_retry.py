@@ -92,7 +92,9 @@ async def test_a_hanging_attempt_times_out_and_is_retried() -> None:
         return "ok"
 
     policy = RetryPolicy(max_attempts=3, base_delay=0.001, attempt_timeout=0.05, timeout=5)
-    assert await call_with_retry(hang_once, operation="op", policy=policy, classify=classify) == "ok"
+    assert (
+        await call_with_retry(hang_once, operation="op", policy=policy, classify=classify) == "ok"
+    )
     assert calls == 2
 
 

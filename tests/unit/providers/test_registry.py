@@ -112,7 +112,10 @@ def test_unknown_provider_when_none_installed(site: Path) -> None:
             "providers.toycloud.size: Input should be a valid integer, unable to parse string "
             "as an integer (got 'many')",
         ),
-        ({"size": 0}, "providers.toycloud.size: Input should be greater than or equal to 1 (got 0)"),
+        (
+            {"size": 0},
+            "providers.toycloud.size: Input should be greater than or equal to 1 (got 0)",
+        ),
         ({"region": {}}, "providers.toycloud.region.name: Field required"),
         (
             {"region": {"name": "r", "zones": ["a", 5]}},
@@ -222,7 +225,10 @@ def test_builtin_aws_provider_through_an_entry_point(site: Path) -> None:
         ({"regoin": "eu-west-1"}, "providers.aws.regoin: Extra inputs are not permitted"),
         ({"region": ""}, "providers.aws.region: Value error, must not be empty"),
         ({"endpoint_url": "localhost:5000"}, "providers.aws.endpoint_url: Value error, must be"),
-        ({"retry": {"attempts": 2}}, "providers.aws.retry.attempts: Extra inputs are not permitted"),
+        (
+            {"retry": {"attempts": 2}},
+            "providers.aws.retry.attempts: Extra inputs are not permitted",
+        ),
         ({"retry": {"max_attempts": 0}}, "providers.aws.retry.max_attempts: Input should be"),
     ],
 )

@@ -1,0 +1,423 @@
+"""The drain engine against the simulated cluster (kubelet, scheduler, controllers running).
+
+Every test also runs a budget monitor built on the simulator's own write hook: it sees every
+pod write the server makes and fails the test if any PodDisruptionBudget ever has fewer healthy
+pods than it requires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from nodeops.drain.classify import UNMANAGED_FATAL
+from nodeops.drain.engine import Drainer, DrainError, DrainProgress, DrainTimeout
+from nodeops.drain.options import DrainOptions
+from nodeops.kube import errors
+from nodeops.kube.client import Client
+from nodeops.kube.resources import (
+    DAEMONSETS,
+    DEPLOYMENTS,
+    NODES,
+    PDBS,
+    PERSISTENTVOLUMES,
+    PODS,
+)
+from nodeops.sim.serve import SimCluster, SimOptions
+
+from .budget_monitor import BudgetMonitor
+
+NS = "default"
+
+
+@pytest.fixture
+async def cluster() -> AsyncIterator[tuple[SimCluster, Client, BudgetMonitor]]:
+    sim = SimCluster(SimOptions(nodes=3, instant=True, time_scale=20.0))
+    monitor = BudgetMonitor(sim.server)
+    await sim.start()
+    client = Client(sim.server.url, token=sim.server.admin_token, qps=0)
+    try:
+        yield sim, client, monitor
+    finally:
+        await client.close()
+        await sim.stop()
+        monitor.assert_never_violated()
+
+
+def deployment(name: str, replicas: int, node: str | None = None, **pod: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "terminationGracePeriodSeconds": 1,
+        "containers": [{"name": "c", "image": "nginx:1.27"}],
+    }
+    if node:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+    spec.update(pod.pop("spec", {}))
+    meta: dict[str, Any] = {"labels": {"app": name, **pod.pop("labels", {})}}
+    if pod.get("annotations"):
+        meta["annotations"] = pod["annotations"]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": meta, "spec": spec},
+        },
+    }
+
+
+def pdb(name: str, app: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"selector": {"matchLabels": {"app": app}}, **spec},
+    }
+
+
+async def wait_until(predicate: Any, timeout: float = 30.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not await predicate():
+        assert loop.time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.05)
+
+
+async def pods_on(client: Client, node: str, selector: str | None = None) -> list[dict[str, Any]]:
+    items, _ = await client.list(PODS, field_selector=f"spec.nodeName={node}", label_selector=selector)
+    return items
+
+
+async def running(client: Client, app: str, count: int) -> None:
+    async def ready() -> bool:
+        items, _ = await client.list(PODS, NS, label_selector=f"app={app}")
+        live = [
+            p
+            for p in items
+            if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+        ]
+        return len(live) == count
+
+    await wait_until(ready)
+
+
+async def settle_pdb(client: Client, name: str, healthy: int) -> None:
+    async def current() -> bool:
+        obj = await client.get(PDBS, name, NS)
+        return (obj.get("status") or {}).get("currentHealthy") == healthy
+
+    await wait_until(current)
+
+
+def bare_pod(name: str, node: str, **extra: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS, **extra.pop("metadata", {})},
+        "spec": {
+            "nodeName": node,
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "c", "image": "nginx:1.27"}],
+            **extra.pop("spec", {}),
+        },
+    }
+    return body
+
+
+async def test_drain_evicts_everything_and_cordons(cluster: Any) -> None:
+    sim, client, _ = cluster
+    await client.create(DEPLOYMENTS, deployment("web", 3, node="node-0"), NS)
+    await running(client, "web", 3)
+    await client.patch(
+        DEPLOYMENTS, "web", {"spec": {"template": {"spec": {"nodeSelector": None}}}}, NS
+    )
+    progress: list[DrainProgress] = []
+    drainer = Drainer(client, DrainOptions(timeout=60), on_progress=progress.append)
+    result = await drainer.drain("node-0")
+    node = await client.get(NODES, "node-0")
+    assert node["spec"]["unschedulable"] is True
+    assert await pods_on(client, "node-0") == []
+    assert len(result.evicted) >= 3
+    assert progress[0].message.startswith("Drain not completed yet (started at ")
+    await running(client, "web", 3)  # replaced elsewhere
+
+
+async def test_preflight_is_all_or_nothing_with_kubectl_words(cluster: Any) -> None:
+    _, client, _ = cluster
+    await client.create(PODS, bare_pod("bare", "node-1"), NS)
+    await client.create(
+        PODS,
+        bare_pod(
+            "scratch",
+            "node-1",
+            metadata={
+                "ownerReferences": [
+                    {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "1", "controller": True}
+                ]
+            },
+            spec={"volumes": [{"name": "s", "emptyDir": {}}]},
+        ),
+        NS,
+    )
+    with pytest.raises(DrainError) as info:
+        await Drainer(client, DrainOptions(timeout=10)).drain("node-1")
+    assert str(info.value) == (
+        f"cannot delete {UNMANAGED_FATAL}: default/bare, cannot delete Pods with local storage "
+        "(use --delete-emptydir-data to override): default/scratch"
+    )
+    assert {p["metadata"]["name"] for p in await pods_on(client, "node-1")} >= {"bare", "scratch"}
+
+    result = await Drainer(
+        client, DrainOptions(timeout=30, force=True, delete_emptydir_data=True)
+    ).drain("node-1")
+    assert sorted(result.warnings) == [
+        "deleting Pods that declare no controller: default/bare",
+        "deleting Pods with local storage: default/scratch",
+    ]
+    assert await pods_on(client, "node-1") == []
+
+
+async def test_daemonsets_mirror_pods_and_selectors(cluster: Any) -> None:
+    _, client, _ = cluster
+    ds = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "agent", "namespace": NS},
+        "spec": {
+            "selector": {"matchLabels": {"app": "agent"}},
+            "template": {
+                "metadata": {"labels": {"app": "agent"}},
+                "spec": {"containers": [{"name": "c", "image": "agent:1"}]},
+            },
+        },
+    }
+    await client.create(DAEMONSETS, ds, NS)
+    await running(client, "agent", 3)
+    mirror = bare_pod("static", "node-2", metadata={"annotations": {"kubernetes.io/config.mirror": "x"}})
+    await client.create(PODS, mirror, NS)
+    with pytest.raises(DrainError, match=r"cannot delete DaemonSet-managed Pods \(use --ignore-daemonsets to ignore\): default/agent-"):
+        await Drainer(client, DrainOptions(timeout=10)).drain("node-2")
+    result = await Drainer(client, DrainOptions(timeout=30, ignore_daemonsets=True)).drain("node-2")
+    assert {r.split("/")[1].split("-")[0] for r in result.skipped} == {"agent", "static"}
+    assert result.warnings[0].startswith("ignoring DaemonSet-managed Pods: default/agent-")
+    left = {p["metadata"]["name"].split("-")[0] for p in await pods_on(client, "node-2")}
+    assert left == {"agent", "static"}
+
+    # --evict-daemonsets: the node is tainted so the DaemonSet does not come back, then its
+    # pod is stopped too.
+    await Drainer(
+        client, DrainOptions(timeout=30, ignore_daemonsets=True, evict_daemonsets=True)
+    ).drain("node-2")
+    node = await client.get(NODES, "node-2")
+    assert any(t["key"] == "nodeops.dev/draining" for t in node["spec"]["taints"])
+    await asyncio.sleep(0.5)
+    assert [p["metadata"]["name"] for p in await pods_on(client, "node-2")] == ["static"]
+
+
+async def test_pod_selector_dry_run_and_disable_eviction(cluster: Any) -> None:
+    _, client, _ = cluster
+    await client.create(DEPLOYMENTS, deployment("a", 2, node="node-0"), NS)
+    await client.create(DEPLOYMENTS, deployment("b", 2, node="node-0"), NS)
+    await running(client, "a", 2)
+    await running(client, "b", 2)
+    before = {p["metadata"]["name"] for p in await pods_on(client, "node-0")}
+    for mode in ("client", "server"):
+        seen: list[str] = []
+        result = await Drainer(
+            client, DrainOptions(dry_run=mode), on_evicting=lambda p: seen.append(p["metadata"]["name"])
+        ).drain("node-0")
+        assert sorted(seen) == sorted(before) and len(result.evicted) == 4
+        assert {p["metadata"]["name"] for p in await pods_on(client, "node-0")} == before
+    node = await client.get(NODES, "node-0")
+    assert not node["spec"].get("unschedulable")  # dry runs change nothing
+
+    await Drainer(client, DrainOptions(timeout=30, pod_selector="app=a", disable_eviction=True)).drain("node-0")
+    left = await pods_on(client, "node-0", "app")
+    assert {p["metadata"]["labels"]["app"] for p in left if not p["metadata"].get("deletionTimestamp")} == {"b"}
+
+
+async def test_pdb_blocks_then_unblocks_as_replacements_become_ready(cluster: Any) -> None:
+    sim, client, monitor = cluster
+    await client.create(DEPLOYMENTS, deployment("api", 4, node="node-0"), NS)
+    await running(client, "api", 4)
+    await client.patch(
+        DEPLOYMENTS, "api", {"spec": {"template": {"spec": {"nodeSelector": None}}}}, NS
+    )
+    await running(client, "api", 4)
+    await client.create(PDBS, pdb("api", "api", minAvailable=3), NS)
+    monitor.watch("api", min_available=3)
+    await settle_pdb(client, "api", 4)
+    messages: list[str] = []
+    drainer = Drainer(
+        client, DrainOptions(timeout=60), on_progress=lambda p: messages.append(p.message)
+    )
+    await drainer.drain("node-0")
+    assert await pods_on(client, "node-0") == []
+    assert any(
+        "cannot evict pod as it would violate the pod's disruption budget. The disruption "
+        "budget api needs 3 healthy pods and has 3 currently" in m
+        for m in messages
+    ), messages
+    assert monitor.evictions["api"] >= 4
+
+
+async def test_multiple_pdbs_fail_without_retry(cluster: Any) -> None:
+    _, client, _ = cluster
+    await client.create(DEPLOYMENTS, deployment("m", 1, node="node-0"), NS)
+    await running(client, "m", 1)
+    await client.create(PDBS, pdb("m1", "m", maxUnavailable=1), NS)
+    await client.create(PDBS, pdb("m2", "m", maxUnavailable=1), NS)
+    with pytest.raises(DrainError, match="more than one PodDisruptionBudget"):
+        await Drainer(client, DrainOptions(timeout=20)).drain("node-0")
+
+
+async def test_timeout_reports_blocked_pods(cluster: Any) -> None:
+    _, client, monitor = cluster
+    await client.create(DEPLOYMENTS, deployment("t", 2, node="node-0"), NS)
+    await running(client, "t", 2)
+    await client.create(PDBS, pdb("t", "t", minAvailable=2), NS)
+    monitor.watch("t", min_available=2)
+    await settle_pdb(client, "t", 2)
+    with pytest.raises(DrainTimeout) as info:
+        await Drainer(client, DrainOptions(timeout=1.5)).drain("node-0")
+    text = str(info.value)
+    assert 'error when evicting pods/"t-' in text and "global timeout reached: 1.5s" in text
+    assert len(await pods_on(client, "node-0")) == 2
+
+
+async def test_order_by_rules_labels_and_priorities(cluster: Any) -> None:
+    sim, client, _ = cluster
+    from nodeops.api.crd import all_crds
+    from nodeops.kube.resources import CRDS, NODEDRAINRULES
+
+    for crd in all_crds():
+        await client.create(CRDS, crd)
+    rule = {
+        "apiVersion": "nodeops.dev/v1alpha1",
+        "kind": "NodeDrainRule",
+        "metadata": {"name": "databases-last"},
+        "spec": {"drain": {"behavior": "Drain", "order": 10}, "pods": [{"selector": {"matchLabels": {"tier": "db"}}}]},
+    }
+    await client.create(NODEDRAINRULES, rule)
+    await client.create(DEPLOYMENTS, deployment("db", 1, node="node-0", labels={"tier": "db"}), NS)
+    await client.create(DEPLOYMENTS, deployment("web", 2, node="node-0"), NS)
+    await client.create(
+        DEPLOYMENTS,
+        deployment("proxy", 1, node="node-0", annotations={"node-detacher.variant.run/deletion-priority": "5"}),
+        NS,
+    )
+    await client.create(DEPLOYMENTS, deployment("keep", 1, node="node-0", labels={"nodeops.dev/drain": "skip"}), NS)
+    for app, n in (("db", 1), ("web", 2), ("proxy", 1), ("keep", 1)):
+        await running(client, app, n)
+    for app in ("db", "web", "proxy"):
+        await client.patch(DEPLOYMENTS, app, {"spec": {"template": {"spec": {"nodeSelector": None}}}}, NS)
+    order: list[str] = []
+    messages: list[str] = []
+    await Drainer(
+        client,
+        DrainOptions(timeout=60),
+        on_evicting=lambda p: order.append(p["metadata"]["labels"]["app"]),
+        on_progress=lambda p: messages.append(p.message),
+    ).drain("node-0")
+    assert order == ["proxy", "web", "web", "db"]  # priority 5 (order -5), then 0, then rule 10
+    assert any(
+        "After above Pods have been removed from the Node, the following Pods will be evicted: default/db-" in m
+        for m in messages
+    )
+    left = [p["metadata"]["labels"]["app"] for p in await pods_on(client, "node-0")]
+    assert left == ["keep"]
+
+
+async def test_wait_completed_pods_hold_the_drain_until_they_finish(cluster: Any) -> None:
+    _, client, _ = cluster
+    job = bare_pod(
+        "job",
+        "node-1",
+        metadata={
+            "labels": {"nodeops.dev/drain": "wait-completed"},
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "9", "controller": True}],
+        },
+        spec={"restartPolicy": "Never"},
+    )
+    await client.create(PODS, job, NS)
+    task = asyncio.create_task(Drainer(client, DrainOptions(timeout=30)).drain("node-1"))
+    await asyncio.sleep(1.0)
+    assert not task.done()
+    await client.patch_status(PODS, "job", {"phase": "Succeeded"}, NS)
+    await asyncio.wait_for(task, 20)
+    names = [p["metadata"]["name"] for p in await pods_on(client, "node-1")]
+    assert names == ["job"]  # completed pods are not evicted, and no longer hold the drain
+
+
+async def test_crash_and_resume_continues_from_the_cluster(cluster: Any) -> None:
+    _, client, monitor = cluster
+    await client.create(DEPLOYMENTS, deployment("r", 6, node="node-0"), NS)
+    await running(client, "r", 6)
+    await client.patch(DEPLOYMENTS, "r", {"spec": {"template": {"spec": {"nodeSelector": None}}}}, NS)
+    await client.create(PDBS, pdb("r", "r", maxUnavailable=1), NS)
+    monitor.watch("r", min_available=5)
+    await settle_pdb(client, "r", 6)
+    first = asyncio.create_task(Drainer(client, DrainOptions(timeout=60)).drain("node-0"))
+
+    async def some_gone() -> bool:
+        return len(await pods_on(client, "node-0")) < 6
+
+    await wait_until(some_gone)
+    first.cancel()  # the process dies mid-drain
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    await Drainer(client, DrainOptions(timeout=60)).drain("node-0")
+    assert await pods_on(client, "node-0") == []
+
+
+async def test_wait_for_volumes_ignores_skipped_pods(cluster: Any) -> None:
+    _, client, _ = cluster
+    pv = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": "pv-data"},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-1"}},
+    }
+    await client.create(PERSISTENTVOLUMES, pv)
+    attached = {"status": {"volumesAttached": [{"name": "kubernetes.io/csi/ebs.csi.aws.com^vol-1", "devicePath": ""}]}}
+    await client.patch(NODES, "node-2", attached, subresource="status")
+    drain = asyncio.create_task(Drainer(client, DrainOptions(timeout=30, wait_for_volumes=True)).drain("node-2"))
+    await asyncio.sleep(1.0)
+    assert not drain.done()
+    await client.patch(NODES, "node-2", {"status": {"volumesAttached": None}}, subresource="status")
+    await asyncio.wait_for(drain, 20)
+
+
+async def test_step_reports_progress_without_waiting(cluster: Any) -> None:
+    _, client, monitor = cluster
+    await client.create(DEPLOYMENTS, deployment("s", 2, node="node-0"), NS)
+    await running(client, "s", 2)
+    await client.create(PDBS, pdb("s", "s", minAvailable=2), NS)
+    monitor.watch("s", min_available=2)
+    await settle_pdb(client, "s", 2)
+    from nodeops.kube.objects import now
+
+    progress = await Drainer(client, DrainOptions()).step("node-0", now())
+    assert not progress.complete
+    lines = progress.message.splitlines()
+    assert lines[0].startswith("Drain not completed yet (started at ")
+    assert lines[1].startswith("* Pods default/s-")
+    assert lines[1].endswith(
+        ": cannot evict pod as it would violate the pod's disruption budget. The disruption "
+        "budget s needs 2 healthy pods and has 2 currently"
+    )
+    assert set(progress.blocking.values()) == {
+        "Cannot evict pod as it would violate the pod's disruption budget. The disruption "
+        "budget s needs 2 healthy pods and has 2 currently"
+    }
+
+
+async def test_missing_node_is_not_found(cluster: Any) -> None:
+    _, client, _ = cluster
+    with pytest.raises(errors.NotFound):
+        await Drainer(client, DrainOptions()).drain("nope")
+
