@@ -21,6 +21,12 @@ def _sim_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     serve.add_argument("--nodes", type=int, default=3, help="nodes outside any scenario group")
     serve.add_argument("--pods-per-node", type=int, default=0, help="pods on each of those nodes")
+    serve.add_argument(
+        "--node-groups",
+        type=int,
+        default=0,
+        help="without --scenario: this many cloud node groups of --nodes nodes each",
+    )
     serve.add_argument("--scenario", help="a scenario YAML file describing the cluster")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=0, help="0 picks a free port")
@@ -72,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _run_parser(sub)
     drain_command.add_arguments(sub)
+    crds = sub.add_parser("crds", help="print the nodeops CustomResourceDefinitions")
+    crds.add_argument("--output-dir", help="write one <group>_<plural>.yaml per CRD instead")
     _sim_parser(sub)
     return parser
 
@@ -81,6 +89,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command in ("drain", "cordon", "uncordon"):
         return drain_command.run(args)
+    if args.command == "crds":
+        from nodeops.api import render_crds_yaml, write_all_crd_files
+
+        if args.output_dir:
+            for path in write_all_crd_files(args.output_dir):
+                print(path)
+        else:
+            sys.stdout.write(render_crds_yaml())
+        return 0
     if args.command == "run":
         from nodeops.run import run_from_args
 

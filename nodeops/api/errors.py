@@ -44,9 +44,16 @@ class FieldProblem(ValueError):
 
     def render(self, base: str) -> str:
         """The message with the field and its references anchored at `base`."""
-        reason = self.reason.format(*(join_path(base, r) for r in self.refs))
-        field = join_path(base, self.field)
-        return f"{field}: {reason}" if field else reason
+        return str(self.anchored(base))
+
+    def anchored(self, base: str) -> FieldError:
+        # Only a reason with references is a template, so user values in others stay verbatim.
+        reason = (
+            self.reason.format(*(join_path(base, r) for r in self.refs))
+            if self.refs
+            else self.reason
+        )
+        return FieldError(join_path(base, self.field), reason)
 
 
 @dataclass(frozen=True)
@@ -81,12 +88,7 @@ def invalid_resource(exc: ValidationError, model: type[BaseModel]) -> InvalidRes
         path, annotation = _render_loc(model, err["loc"])
         problem = (err.get("ctx") or {}).get("error")
         if isinstance(problem, FieldProblem):
-            causes.append(
-                FieldError(
-                    join_path(path, problem.field),
-                    problem.reason.format(*(join_path(path, r) for r in problem.refs)),
-                )
-            )
+            causes.append(problem.anchored(path))
         else:
             causes.append(FieldError(path, _reason(err, annotation)))
     first = causes[0]
@@ -204,7 +206,9 @@ def _reason(err: Any, annotation: Any) -> str:
     if kind == "too_long":
         return f"must have at most {_items(ctx['max_length'], 'item')}"
     if kind == "string_too_short":
-        return f"Invalid value: {_show(value)}: must be at least {ctx['min_length']} characters long"
+        return (
+            f"Invalid value: {_show(value)}: must be at least {ctx['min_length']} characters long"
+        )
     if kind == "string_too_long":
         return f"Too long: may not be more than {ctx['max_length']} characters"
     if kind == "string_pattern_mismatch":

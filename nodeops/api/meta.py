@@ -28,7 +28,8 @@ __all__ = [
 
 GROUP: Final = "nodeops.dev"
 VERSION: Final = "v1alpha1"
-API_VERSION: Final = f"{GROUP}/{VERSION}"
+API_VERSION: Final = "nodeops.dev/v1alpha1"
+"""`GROUP/VERSION`, spelled out so that type checkers see the literal."""
 
 INT32_MIN: Final = -(2**31)
 INT32_MAX: Final = 2**31 - 1

@@ -34,8 +34,8 @@ async def load_rules(client: Client) -> list[RuleView]:
         views.append(
             RuleView(
                 name=name,
-                behavior=Behavior(rule.spec.drain.behavior),
-                order=rule.spec.drain.order or 0,
+                behavior=Behavior(rule.behavior),
+                order=rule.order,
                 applies_to_node=rule.applies_to_node,
                 applies_to_pod=rule.applies_to_pod,
                 needs_namespace_labels=any(

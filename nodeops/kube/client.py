@@ -468,7 +468,10 @@ class Client:
         }
         if options:
             body["deleteOptions"] = options
-        await self.request("POST", PODS.path(namespace, name, "eviction"), body=body)
+        params = {"dryRun": "All"} if dry_run else None
+        await self.request(
+            "POST", PODS.path(namespace, name, "eviction"), params=params, body=body
+        )
 
     async def discover(self, group_version: str) -> dict[str, Any]:
         path = f"/api/{group_version}" if "/" not in group_version else f"/apis/{group_version}"

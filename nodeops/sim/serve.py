@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodeops.sim.clock import Clock
+from nodeops.sim.cloud import SimCloud
 from nodeops.sim.server.app import SimServer
 from nodeops.sim.server.faults import FaultSpecError
 
@@ -20,6 +21,8 @@ from nodeops.sim.server.faults import FaultSpecError
 class SimOptions:
     nodes: int = 3
     pods_per_node: int = 0
+    node_groups: int = 0
+    """Without a scenario: this many cloud node groups (`group-<i>`) of `nodes` nodes each."""
     scenario: str | None = None
     host: str = "127.0.0.1"
     port: int = 0
@@ -57,6 +60,21 @@ class SimCluster:
             faults=options.faults,
             seed=options.seed,
         )
+        self.cloud = SimCloud(
+            self.clock,
+            faults=self.server.faults,
+            stats=self.server.stats,
+            token=self.server.admin_token,
+            seed=options.seed,
+        )
+        if self.scenario is not None:
+            self.cloud.add_scenario(self.scenario)
+        else:
+            from nodeops.sim.scenario import NodeGroup
+
+            for i in range(options.node_groups):
+                self.cloud.add_group(NodeGroup(name=f"group-{i}", size=options.nodes))
+        self.server.extra_routes.extend(self.cloud.routes())
         self.loops: Any = None
 
     async def start(self) -> None:
@@ -72,6 +90,7 @@ class SimCluster:
                 instant=self.options.instant,
             )
             await self.loops.start()
+        await self.cloud.start(self.server.url, self.server.admin_token)
 
     def populate(self) -> None:
         from nodeops.sim import objects
@@ -80,19 +99,26 @@ class SimCluster:
         if self.scenario is not None:
             # The scenario's own seed makes its objects reproducible.
             for obj in self.scenario.objects(now=now):
-                self.server.create(obj)
+                # The cloud owns its groups' nodes: they get its instances' provider IDs.
+                self.server.create(self.cloud.admit(obj) if obj.get("kind") == "Node" else obj)
             return
         rng = random.Random(self.options.seed)
-        for i in range(self.options.nodes):
-            node = objects.make_node(f"node-{i}", rng=rng, now=now)
-            self.server.create(node)
-        if self.options.pods_per_node:
+        names: list[str] = []
+        if self.cloud.state.groups:
+            for group in self.cloud.state.groups:
+                for node in self.cloud.initial_nodes(group, self.options.nodes):
+                    names.append(self.server.create(node)["metadata"]["name"])
+        else:
             for i in range(self.options.nodes):
+                node = objects.make_node(f"node-{i}", rng=rng, now=now)
+                names.append(self.server.create(node)["metadata"]["name"])
+        if self.options.pods_per_node:
+            for i, node_name in enumerate(names):
                 for j in range(self.options.pods_per_node):
                     pod = objects.make_pod(
                         f"pod-{i}-{j}",
                         "default",
-                        node_name=f"node-{i}",
+                        node_name=node_name,
                         owner=None,
                         labels={"app": f"app-{j % 10}"},
                         rng=rng,
@@ -101,6 +127,7 @@ class SimCluster:
                     self.server.create(pod)
 
     async def stop(self) -> None:
+        await self.cloud.stop()
         if self.loops is not None:
             await self.loops.stop()
         await self.server.stop()
@@ -127,6 +154,7 @@ def serve_from_args(args: argparse.Namespace) -> int:
     options = SimOptions(
         nodes=args.nodes,
         pods_per_node=args.pods_per_node,
+        node_groups=getattr(args, "node_groups", 0),
         scenario=args.scenario,
         host=args.host,
         port=args.port,

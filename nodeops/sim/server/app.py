@@ -81,6 +81,9 @@ class SimServer:
             bookmark_interval=bookmark_interval,
         )
         self._runner: web.AppRunner | None = None
+        # Served beside the Kubernetes API (the simulated cloud's /sim/cloud/ API); set before
+        # start(), because the catch-all Kubernetes route would otherwise shadow them.
+        self.extra_routes: list[web.AbstractRouteDef] = []
 
     def _service_account_uid(self, namespace: str, name: str) -> str | None:
         rt = self.registry.lookup("", "v1", "serviceaccounts")
@@ -99,6 +102,7 @@ class SimServer:
     def make_app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.add_routes(stats_routes(self.stats, self.faults))
+        app.add_routes(self.extra_routes)
         app.router.add_route("*", "/{tail:.*}", self.http.handle)
         return app
 

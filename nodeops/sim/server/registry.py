@@ -604,6 +604,7 @@ class Registry:
         self, rt: ResourceType, ns: str, name: str, options: dict[str, Any], dry_run: bool = False
     ) -> tuple[dict[str, Any], bool]:
         """Delete per DeleteOptions; returns (object or Status, removed now)."""
+        dry_run = dry_run or "All" in (options.get("dryRun") or ())
         entry = self._entry(rt, ns, name)
         obj = self.decode(rt, entry)
         meta = obj["metadata"]
