@@ -104,8 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     shape = ClusterShape(nodes=args.nodes, pods=args.pods)
     with ServerProcess(shape) as info:
-        baseline = [_in_process("baseline", info["url"]) for _ in range(args.repeats)]
-        informer = [_in_process("informer", info["url"]) for _ in range(args.repeats)]
+        # Interleaved so both see the same machine load.
+        baseline, informer = [], []
+        for _ in range(args.repeats):
+            baseline.append(_in_process("baseline", info["url"]))
+            informer.append(_in_process("informer", info["url"]))
     base_s = min(r["seconds"] for r in baseline)
     inf = min(informer, key=lambda r: r["seconds"])
     ratio = inf["seconds"] / base_s

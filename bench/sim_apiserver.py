@@ -459,8 +459,12 @@ class ServerProcess:
         return self.ready
 
     def _recv(self, timeout: float) -> Any:
-        if not self.conn.poll(timeout):
-            raise TimeoutError(f"the server process did not answer within {timeout:.0f}s")
+        deadline = time.monotonic() + timeout
+        while not self.conn.poll(0.5):
+            if not self.proc.is_alive():
+                raise RuntimeError(f"the server process exited with code {self.proc.exitcode}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the server process did not answer within {timeout:.0f}s")
         return self.conn.recv()
 
     async def call(self, cmd: str, timeout: float = PHASE_TIMEOUT, **kwargs: Any) -> Any:

@@ -47,10 +47,8 @@ class CloudLoop:
         self.client = client
         self._wake = asyncio.Event()
         self._retry_at: dict[tuple[str, str], float] = {}
+        self._failures: dict[tuple[str, str], int] = {}
         state.subscribe(self._wake.set)
-
-    def wake(self) -> None:
-        self._wake.set()
 
     async def run(self) -> None:
         while True:
@@ -76,6 +74,9 @@ class CloudLoop:
             await self._attempt("delete", instance, self._delete_node)
         # Registrations and deletions may have started the next transitions.
         self.state.advance()
+        for key in [k for k in self._retry_at if k[1] not in self.state.instances]:
+            self._retry_at.pop(key, None)
+            self._failures.pop(key, None)
 
     async def _sleep(self) -> None:
         now = self.clock.now().timestamp()
@@ -99,9 +100,19 @@ class CloudLoop:
             raise
         except Exception as exc:
             self._retry_at[key] = now + self.state.settings.retry_seconds
-            log.warning("simulated cloud: %s of %s failed, will retry: %s", what, instance.id, exc)
+            failures = self._failures[key] = self._failures.get(key, 0) + 1
+            # A fault spec can fail every call; say so, without a line per retry.
+            if failures <= 3 or failures % 50 == 0:
+                log.warning(
+                    "simulated cloud: %s of %s failed (%d times), will retry: %s",
+                    what,
+                    instance.id,
+                    failures,
+                    exc,
+                )
         else:
             self._retry_at.pop(key, None)
+            self._failures.pop(key, None)
 
     async def _register_node(self, instance: SimInstance) -> None:
         node = self.state.node_object(instance, now_text=self.clock.timestamp())

@@ -6,7 +6,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from nodeops.sim.cloud.model import (
-    IN_SERVICE,
     PENDING,
     Registration,
     SimInstance,
@@ -70,9 +69,7 @@ def _target_state(state: CloudState, registration: Registration) -> str:
         return "unused"
     if instance.lifecycle == PENDING:
         return "initial"
-    if instance.running or instance.lifecycle == IN_SERVICE:
-        return "healthy"
-    return "unhealthy"
+    return "healthy" if instance.running else "unhealthy"
 
 
 def target_view(state: CloudState, registration: Registration) -> Obj:

@@ -112,19 +112,20 @@ def old_rs_targets(
     return {o.name: target[o.name] for o in ordered if target[o.name] != o.replicas}
 
 
-def _strip_hash(template: Mapping[str, Any]) -> Obj:
-    t = copy.deepcopy(dict(template))
-    labels = (t.get("metadata") or {}).get("labels")
+def _without_hash(template: Mapping[str, Any]) -> tuple[Any, ...]:
+    meta = dict(template.get("metadata") or {})
+    labels = meta.get("labels")
     if labels and HASH_LABEL in labels:
-        del labels[HASH_LABEL]
-    return t
+        meta["labels"] = {k: v for k, v in labels.items() if k != HASH_LABEL}
+    rest = {k: v for k, v in template.items() if k != "metadata"}
+    return meta, rest
 
 
 def template_matches(rs: Mapping[str, Any], deployment: Mapping[str, Any]) -> bool:
     """`EqualIgnoreHash`: the ReplicaSet runs the Deployment's current template."""
     rs_t = ((rs.get("spec") or {}).get("template")) or {}
     d_t = ((deployment.get("spec") or {}).get("template")) or {}
-    return _strip_hash(rs_t) == _strip_hash(d_t)
+    return _without_hash(rs_t) == _without_hash(d_t)
 
 
 def _revision(rs: Mapping[str, Any]) -> int:

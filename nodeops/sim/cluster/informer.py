@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 
 from nodeops.sim.cluster.apiclient import (
     DELETED,
+    PODS,
     RELISTED,
     ApiClient,
     Obj,
@@ -36,6 +37,9 @@ def key_of(obj: Obj) -> Key:
     return (meta.get("namespace") or "", meta.get("name") or "")
 
 
+Transform = Callable[[Obj], Obj]
+
+
 def _slim(obj: Obj, resource: Resource) -> Obj:
     """Drop managedFields, which nothing in the loops reads and which nearly double a pod's
     size, and restore kind/apiVersion, which list items leave out but owner references need."""
@@ -46,6 +50,53 @@ def _slim(obj: Obj, resource: Resource) -> Obj:
         obj["kind"] = resource.kind
         obj["apiVersion"] = resource.api_version
     return obj
+
+
+_POD_SPEC_FIELDS = frozenset(
+    {
+        "affinity",
+        "containers",
+        "hostNetwork",
+        "initContainers",
+        "nodeName",
+        "nodeSelector",
+        "overhead",
+        "priority",
+        "restartPolicy",
+        "schedulerName",
+        "terminationGracePeriodSeconds",
+        "tolerations",
+    }
+)
+_CONTAINER_FIELDS = frozenset({"image", "name", "readinessProbe", "resources", "restartPolicy"})
+_CONTAINER_STATUS_FIELDS = frozenset({"name", "ready", "restartCount", "started", "state"})
+
+
+def slim_pod(pod: Obj) -> Obj:
+    """Keep what the loops read of a pod (scheduling, readiness, ownership, termination).
+
+    150,000 cached pods are the simulator's largest memory cost; env, volumes, mounts, probes
+    other than readiness, and status details are half of each pod and no loop reads them. No
+    loop writes a cached pod back whole (only patches), so nothing is lost on the server.
+    """
+    spec = pod.get("spec")
+    if spec:
+        slim_spec = {k: v for k, v in spec.items() if k in _POD_SPEC_FIELDS}
+        for key in ("containers", "initContainers"):
+            if key in slim_spec:
+                slim_spec[key] = [
+                    {k: v for k, v in c.items() if k in _CONTAINER_FIELDS} for c in slim_spec[key]
+                ]
+        pod["spec"] = slim_spec
+    status = pod.get("status")
+    if status:
+        for key in ("containerStatuses", "initContainerStatuses"):
+            if key in status:
+                status[key] = [
+                    {k: v for k, v in c.items() if k in _CONTAINER_STATUS_FIELDS}
+                    for c in status[key]
+                ]
+    return pod
 
 
 class Informer:
@@ -63,9 +114,11 @@ class Informer:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        transform: Transform | None = None,
     ) -> None:
         self.client = client
         self.resource = resource
+        self.transform = transform
         self.namespace = namespace
         self.label_selector = label_selector
         self.field_selector = field_selector
@@ -177,6 +230,8 @@ class Informer:
 
     def _upsert(self, obj: Obj) -> None:
         obj = _slim(obj, self.resource)
+        if self.transform is not None:
+            obj = self.transform(obj)
         key = key_of(obj)
         old = self.store.get(key)
         if old is not None:
@@ -194,7 +249,11 @@ class Informer:
         if old is None:
             return
         self._unindex(key)
-        final = _slim(obj, self.resource) if obj.get("metadata") else old
+        final = old
+        if obj.get("metadata"):
+            final = _slim(obj, self.resource)
+            if self.transform is not None:
+                final = self.transform(final)
         for h in self._handlers:
             self._call(h, final, None)
 
@@ -238,7 +297,10 @@ class Informer:
 
 
 class InformerSet:
-    """One informer per resource (and scope), created on first use and run as tasks."""
+    """One informer per resource (and scope), created on first use and run as tasks.
+
+    Pods are cached slimmed (`slim_pod`).
+    """
 
     def __init__(self, client: ApiClient) -> None:
         self.client = client
@@ -250,7 +312,10 @@ class InformerSet:
         key = (resource, namespace)
         inf = self._informers.get(key)
         if inf is None:
-            inf = self._informers[key] = Informer(self.client, resource, namespace=namespace)
+            transform = slim_pod if resource == PODS else None
+            inf = self._informers[key] = Informer(
+                self.client, resource, namespace=namespace, transform=transform
+            )
             if self._started:
                 self._tasks.append(
                     asyncio.create_task(inf.run(), name=f"informer-{resource.plural}")

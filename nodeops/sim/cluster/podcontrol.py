@@ -9,7 +9,6 @@ cache (or a timeout passed) before it counts pods again.
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
 import random
 import time
@@ -311,7 +310,7 @@ async def write_status(
     body = {
         "apiVersion": resource.api_version,
         "kind": resource.kind,
-        "metadata": copy.deepcopy(dict(obj.get("metadata") or {})),
+        "metadata": obj.get("metadata") or {},
         "spec": obj.get("spec") or {},
         "status": dict(status),
     }

@@ -11,7 +11,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any
+
+import orjson
 
 from nodeops.sim.clock import Clock
 from nodeops.sim.cluster.apiclient import PODS, ApiClient, Conflict, NotFound, Obj
@@ -20,10 +23,12 @@ from nodeops.sim.cluster.runtime import supervise
 from nodeops.sim.cluster.scheduling import (
     DEFAULT_SCHEDULER,
     NodeUsage,
+    effective_taints,
     is_deleting,
     is_terminal,
     least_allocated_score,
     node_allocatable,
+    node_change_may_help,
     node_ready_status,
     pod_requests,
     resource_filter,
@@ -42,18 +47,57 @@ def feasible_nodes_to_find(total: int) -> int:
     return max(100, total * pct // 100)
 
 
-def _node_signature(node: Obj) -> tuple[Any, ...]:
-    """What about a node can change a scheduling decision; status heartbeats cannot."""
-    meta = node.get("metadata") or {}
-    spec = node.get("spec") or {}
-    status = node.get("status") or {}
-    return (
-        tuple(sorted((meta.get("labels") or {}).items())),
-        bool(spec.get("unschedulable")),
-        repr(spec.get("taints")),
-        repr(status.get("allocatable") or status.get("capacity")),
-        node_ready_status(node),
+def static_class(pod: Obj) -> bytes:
+    """Pods with equal selectors, affinity and tolerations pass the same nodes' static checks."""
+    spec = pod.get("spec") or {}
+    return orjson.dumps(
+        [spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations")],
+        option=orjson.OPT_SORT_KEYS,
     )
+
+
+def pod_class(static: bytes, requests: dict[str, int]) -> bytes:
+    """Pods of one class fit the same nodes.
+
+    A Deployment's pending pods all share one class, so when one of them fits nowhere the others
+    are known to fit nowhere too until the cluster changes; that keeps a thousand pending
+    replicas from costing a thousand full scans of the nodes.
+    """
+    return static + orjson.dumps(requests, option=orjson.OPT_SORT_KEYS)
+
+
+_UNKNOWN = object()
+
+
+class _NodeInfo:
+    """A node as the scheduler uses it, with per-pod-class results of the static checks."""
+
+    __slots__ = ("alloc", "name", "node", "signature", "static", "taints")
+
+    def __init__(self, node: Obj) -> None:
+        self.name = key_of(node)[1]
+        self.node = node
+        self.signature: tuple[Any, ...] = ()
+        self.static: dict[bytes, str | None] = {}
+        self.alloc: dict[str, int] = {}
+        self.taints: list[Mapping[str, Any]] = []
+        self.update(node)
+
+    def update(self, node: Obj) -> None:
+        self.node = node
+        meta = node.get("metadata") or {}
+        spec = node.get("spec") or {}
+        signature = (
+            meta.get("labels"),
+            spec.get("unschedulable"),
+            spec.get("taints"),
+            node_ready_status(node),
+        )
+        if signature != self.signature:
+            self.signature = signature
+            self.static = {}
+            self.taints = effective_taints(node)
+        self.alloc = node_allocatable(node)
 
 
 class Scheduler:
@@ -81,8 +125,11 @@ class Scheduler:
         self._active: OrderedDict[Key, None] = OrderedDict()
         self._unschedulable: set[Key] = set()
         self._binding: set[Key] = set()
-        self._node_names: list[str] | None = None
-        self._alloc: dict[str, dict[str, int]] = {}
+        self._infos: dict[str, _NodeInfo] = {}
+        self._order: list[_NodeInfo] | None = None
+        # Pod classes that fit nowhere, with their rejection reasons; cleared whenever something
+        # happens that could let an unschedulable pod fit.
+        self._class_failed: dict[bytes, dict[str, int]] = {}
         self._next_start = 0
         self._wake = asyncio.Event()
         self._bind_slots = asyncio.Semaphore(bind_concurrency)
@@ -129,16 +176,17 @@ class Scheduler:
     def _on_node(self, old: Obj | None, new: Obj | None) -> None:
         if new is None:
             assert old is not None
-            name = key_of(old)[1]
-            self._node_names = None
-            self._alloc.pop(name, None)
+            self._infos.pop(key_of(old)[1], None)
+            self._order = None
             return
         name = key_of(new)[1]
-        self._alloc[name] = node_allocatable(new)
-        if old is None:
-            self._node_names = None
-            self._flush_unschedulable()
-        elif _node_signature(old) != _node_signature(new):
+        info = self._infos.get(name)
+        if info is None:
+            self._infos[name] = _NodeInfo(new)
+            self._order = None
+        else:
+            info.update(new)
+        if node_change_may_help(old, new):
             self._flush_unschedulable()
 
     def _enqueue(self, key: Key) -> None:
@@ -151,6 +199,7 @@ class Scheduler:
         self._unschedulable.discard(key)
 
     def _flush_unschedulable(self) -> None:
+        self._class_failed.clear()
         if not self._unschedulable:
             return
         for key in self._unschedulable:
@@ -210,59 +259,68 @@ class Scheduler:
             if done % 50 == 0:
                 await asyncio.sleep(0)
 
-    def _candidate_nodes(self) -> list[str]:
-        if self._node_names is None:
-            self._node_names = sorted(k[1] for k in self.nodes.store)
-        return self._node_names
+    def _candidate_nodes(self) -> list[_NodeInfo]:
+        if self._order is None:
+            self._order = [self._infos[n] for n in sorted(self._infos)]
+        return self._order
 
-    def select_node(self, pod: Obj) -> tuple[str | None, dict[str, int]]:
+    def select_node(
+        self, pod: Obj, requests: dict[str, int] | None = None
+    ) -> tuple[str | None, dict[str, int]]:
         """The best node for `pod`, or None with the count of each rejection reason."""
-        names = self._candidate_nodes()
-        total = len(names)
+        infos = self._candidate_nodes()
+        total = len(infos)
         reasons: dict[str, int] = {}
         if total == 0:
             return None, reasons
         want = feasible_nodes_to_find(total)
-        requests = pod_requests(pod)
+        if requests is None:
+            requests = pod_requests(pod)
+        static_key = static_class(pod)
+        empty = NodeUsage()
+        usages = self._usage
         best: str | None = None
         best_score = -1.0
         best_pods = 0
         found = 0
         start = self._next_start % total
-        store = self.nodes.store
         checked = 0
         for i in range(total):
-            name = names[(start + i) % total]
+            info = infos[(start + i) % total]
             checked += 1
-            node = store.get(("", name))
-            if node is None:
-                continue
-            reason = static_filter(pod, node)
-            usage = self._usage.get(name) or NodeUsage()
-            alloc = self._alloc.get(name)
-            if alloc is None:
-                alloc = self._alloc[name] = node_allocatable(node)
+            reason: Any = info.static.get(static_key, _UNKNOWN)
+            if reason is _UNKNOWN:
+                reason = info.static[static_key] = static_filter(pod, info.node, info.taints)
+            usage = usages.get(info.name) or empty
             if reason is None:
-                reason = resource_filter(requests, alloc, usage)
+                reason = resource_filter(requests, info.alloc, usage)
             if reason is not None:
                 reasons[reason] = reasons.get(reason, 0) + 1
                 continue
             found += 1
-            score = least_allocated_score(requests, alloc, usage)
+            score = least_allocated_score(requests, info.alloc, usage)
             if score > best_score or (score == best_score and usage.pods < best_pods):
-                best, best_score, best_pods = name, score, usage.pods
+                best, best_score, best_pods = info.name, score, usage.pods
             if found >= want:
                 break
         self._next_start = (start + checked) % total
         return best, reasons
 
     def _schedule_one(self, key: Key, pod: Obj) -> None:
-        node, reasons = self.select_node(pod)
+        requests = pod_requests(pod)
+        cls = pod_class(static_class(pod), requests)
+        failed = self._class_failed.get(cls)
+        if failed is not None:
+            node, reasons = None, failed
+        else:
+            node, reasons = self.select_node(pod, requests)
         if node is None:
+            self._class_failed[cls] = reasons
             self._unschedulable.add(key)
             message = summarize_reasons(len(self._candidate_nodes()), reasons)
             self._spawn(self._report_unschedulable(pod, message))
             return
+        self._class_failed.pop(cls, None)
         self._account(key, node, pod)
         self._binding.add(key)
         self._spawn(self._bind(key, pod, node))
@@ -298,6 +356,7 @@ class Scheduler:
         acc = self._accounted.get(key)
         if acc is not None and acc[0] == node:
             self._unaccount(key)
+            self._flush_unschedulable()
 
     async def _report_unschedulable(self, pod: Obj, message: str) -> None:
         """Set PodScheduled=False/Unschedulable, as `kubectl describe` and autoscalers read it."""

@@ -285,8 +285,11 @@ class NodeUsage:
         self.nonzero_memory -= mem
 
 
-def static_filter(pod: Obj, node: Obj) -> str | None:
-    """The checks that do not depend on other pods; the reason a node is rejected, or None."""
+def static_filter(pod: Obj, node: Obj, taints: Sequence[Obj] | None = None) -> str | None:
+    """The checks that do not depend on other pods; the reason a node is rejected, or None.
+
+    `taints` may pass the node's precomputed `effective_taints`.
+    """
     spec = pod.get("spec") or {}
     tolerations = spec.get("tolerations") or []
     node_spec = node.get("spec") or {}
@@ -294,12 +297,13 @@ def static_filter(pod: Obj, node: Obj) -> str | None:
         cordon = {"key": TAINT_UNSCHEDULABLE, "effect": NO_SCHEDULE}
         if not any(tolerates(t, cordon) for t in tolerations):
             return "node(s) were unschedulable"
-    if not node_matches_affinity(spec, node):
-        return "node(s) didn't match Pod's node affinity/selector"
-    taint = untolerated_taint(effective_taints(node), tolerations)
+    # kube-scheduler's filter order: NodeUnschedulable, TaintToleration, NodeAffinity.
+    taint = untolerated_taint(effective_taints(node) if taints is None else taints, tolerations)
     if taint is not None:
         value = taint.get("value") or ""
         return f"node(s) had untolerated taint {{{taint.get('key')}: {value}}}"
+    if not node_matches_affinity(spec, node):
+        return "node(s) didn't match Pod's node affinity/selector"
     return None
 
 
@@ -334,6 +338,33 @@ def least_allocated_score(
         free = cap - used - want
         score += max(0.0, free * 100.0 / cap)
     return score / 2
+
+
+def _taint_set(node: Obj) -> set[tuple[Any, Any, Any]]:
+    return {(t.get("key"), t.get("value"), t.get("effect")) for t in node_taints(node)}
+
+
+def node_change_may_help(old: Obj | None, new: Obj) -> bool:
+    """Could this node change let a pod that fit nowhere fit now? (kube's queueing hints.)
+
+    Only changes for the better count: a node that gets cordoned, tainted or goes unready cannot
+    make anything schedulable, and retrying every pending pod on each such event would cost
+    pods x nodes checks for nothing.
+    """
+    if old is None:
+        return True
+    if (old.get("spec") or {}).get("unschedulable") and not (new.get("spec") or {}).get(
+        "unschedulable"
+    ):
+        return True
+    if _taint_set(old) - _taint_set(new):
+        return True
+    if node_ready_status(old) != "True" and node_ready_status(new) == "True":
+        return True
+    if (old.get("metadata") or {}).get("labels") != (new.get("metadata") or {}).get("labels"):
+        return True
+    before, after = node_allocatable(old), node_allocatable(new)
+    return any(v > before.get(k, 0) for k, v in after.items())
 
 
 def summarize_reasons(total_nodes: int, reasons: Mapping[str, int]) -> str:

@@ -401,7 +401,10 @@ class Registry:
             meta.pop(key, None)
         meta["uid"] = str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
         meta["creationTimestamp"] = self.clock.timestamp()
-        meta["generation"] = 1
+        if _has_generation(rt):
+            meta["generation"] = 1
+        else:
+            meta.pop("generation", None)
         if (rt.group, rt.kind) in STATUS_RESET_ON_CREATE or (rt.custom and rt.has_status):
             obj.pop("status", None)
         apply_create_defaults(rt.group, rt.kind, obj)
@@ -545,7 +548,9 @@ class Registry:
                 new["spec"] = old.get("spec", {})
             self._custom_schema(rt, new, name)
             self._validate(rt, new, name)
-            if _without(new, "metadata", "status") != _without(old, "metadata", "status"):
+            if _has_generation(rt) and _without(new, "metadata", "status") != _without(
+                old, "metadata", "status"
+            ):
                 meta["generation"] = int(old_meta.get("generation") or 1) + 1
         meta["resourceVersion"] = old_meta.get("resourceVersion")
         if new == old:
@@ -861,6 +866,25 @@ class Registry:
 
     def all_types(self) -> Iterator[ResourceType]:
         return iter(tuple(self.types.values()))
+
+
+# Kinds whose strategies maintain metadata.generation (spec changes bump it); others, like
+# ConfigMaps, Nodes and Leases, have none.
+_GENERATION_KINDS = frozenset(
+    {
+        ("", "Pod"),
+        ("apps", "Deployment"),
+        ("apps", "ReplicaSet"),
+        ("apps", "StatefulSet"),
+        ("apps", "DaemonSet"),
+        ("policy", "PodDisruptionBudget"),
+        ("apiextensions.k8s.io", "CustomResourceDefinition"),
+    }
+)
+
+
+def _has_generation(rt: ResourceType) -> bool:
+    return rt.custom or (rt.group, rt.kind) in _GENERATION_KINDS
 
 
 def _rfc3339(value: Any) -> str:

@@ -12,7 +12,7 @@ from nodeops.kube.controller import (
     Request,
     Result,
     TerminalError,
-    generation_changed,
+    labels_changed,
 )
 from nodeops.kube.informer import Informer
 from nodeops.kube.metrics import REGISTRY
@@ -94,7 +94,7 @@ class Flaky:
 async def test_retries_terminal_errors_and_requeue_after(client: Client, sim: SimServer) -> None:
     inf = Informer(client, CONFIGMAPS)
     rec = Flaky()
-    ctl = Controller("flaky", rec).watch(inf, update_predicate=generation_changed)
+    ctl = Controller("flaky", rec).watch(inf, update_predicate=labels_changed)
     inf.start()
     ctl.start()
     try:
@@ -116,9 +116,9 @@ async def test_retries_terminal_errors_and_requeue_after(client: Client, sim: Si
             sample("controller_runtime_reconcile_total", controller="flaky", result="requeue_after")
             == 1
         )
-        # A status-only change does not pass the generation predicate.
+        # A change the predicate does not look at does not reach the reconciler.
         before = rec.attempts["later"]
-        await client.patch(CONFIGMAPS, "later", {"metadata": {"labels": {"x": "y"}}}, "default")
+        await client.patch(CONFIGMAPS, "later", {"data": {"x": "y"}}, "default")
         await asyncio.sleep(0.3)
         assert rec.attempts["later"] == before
     finally:

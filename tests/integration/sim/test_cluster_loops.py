@@ -166,7 +166,9 @@ async def test_deleted_pod_is_replaced(cluster: Cluster) -> None:
     await cluster.client.create(REPLICASETS, replicaset("api", 3), NS)
 
     async def three_ready() -> list[dict[str, Any]] | None:
-        pods = [p for p in await cluster.pods("app=api") if not p["metadata"].get("deletionTimestamp")]
+        pods = [
+            p for p in await cluster.pods("app=api") if not p["metadata"].get("deletionTimestamp")
+        ]
         return pods if len(pods) == 3 and all(_ready(p) for p in pods) else None
 
     pods = await until(three_ready, what="3 ready pods")
@@ -276,7 +278,9 @@ async def test_daemonset_runs_everywhere_including_cordoned_nodes(cluster: Clust
             "operator": "Exists",
             "effect": "NoSchedule",
         } in tolerations
-        terms = p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        terms = p["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]
         assert terms["nodeSelectorTerms"][0]["matchFields"][0]["values"] == [p["spec"]["nodeName"]]
 
     async def ds_status() -> bool:
@@ -429,9 +433,7 @@ async def test_statefulset_ordinals_and_recreation(cluster: Cluster) -> None:
 
 
 async def test_node_lease_and_dead_kubelet(cluster: Cluster) -> None:
-    lease = await until(
-        lambda: _get_or_none(cluster.client, "node-0"), what="node lease"
-    )
+    lease = await until(lambda: _get_or_none(cluster.client, "node-0"), what="node lease")
     assert lease["spec"]["holderIdentity"] == "node-0"
     assert lease["metadata"]["ownerReferences"][0]["kind"] == "Node"
     await cluster.client.patch(
@@ -442,10 +444,14 @@ async def test_node_lease_and_dead_kubelet(cluster: Cluster) -> None:
         node = await cluster.client.get(NODES, "node-0")
         ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
         keys = {(t["key"], t["effect"]) for t in node["spec"].get("taints") or []}
-        return ready["status"] == "Unknown" and (
-            "node.kubernetes.io/unreachable",
-            "NoExecute",
-        ) in keys
+        return (
+            ready["status"] == "Unknown"
+            and (
+                "node.kubernetes.io/unreachable",
+                "NoExecute",
+            )
+            in keys
+        )
 
     await until(unreachable, what="node marked unreachable")
     await cluster.client.patch(
