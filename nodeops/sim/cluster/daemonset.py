@@ -305,6 +305,7 @@ class DaemonSetController(Controller[Key]):
         self.daemonsets = daemonsets
         self.expectations = Expectations()
         self.control = PodControl(clock, client, pods)
+        self.needs(pods, nodes, daemonsets)
         pods.add_index(BY_CONTROLLER, controller_uid)
         daemonsets.add_index(BY_UID, uid)
         daemonsets.add_handler(self._on_ds)

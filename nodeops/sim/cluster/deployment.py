@@ -244,6 +244,7 @@ class DeploymentController(Controller[Key]):
         self.client = client
         self.deployments = deployments
         self.replicasets = replicasets
+        self.needs(deployments, replicasets)
         replicasets.add_index(BY_CONTROLLER, controller_uid)
         deployments.add_index(BY_UID, uid)
         deployments.add_handler(self._on_deployment)

@@ -50,6 +50,7 @@ class DisruptionController(Controller[Key]):
         self.replicasets = replicasets
         self.deployments = deployments
         self.statefulsets = statefulsets
+        self.needs(pods, pdbs, replicasets, deployments, statefulsets)
         self._selectors: dict[Key, tuple[Any, LabelSelector | None]] = {}
         self._members: dict[Key, set[Key]] = {}
         pods.add_index(BY_NAMESPACE, namespace)

@@ -9,7 +9,6 @@ owner's.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -123,11 +122,8 @@ class GarbageCollector(Controller[GCKey]):
             inf.add_index(BY_OWNER, owner_uids)
             inf.add_index(BY_UID, uid)
             inf.add_handler(self._handler(inf))
-
-    async def run(self) -> None:
         # Deciding before every cache is full would mean a live GET per "missing" owner.
-        await asyncio.gather(*(inf.synced.wait() for inf in self.informers))
-        await super().run()
+        self.needs(*self.informers)
 
     # -- events ---------------------------------------------------------------------------------
 

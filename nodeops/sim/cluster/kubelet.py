@@ -13,7 +13,7 @@ import logging
 import random
 from typing import Any
 
-from nodeops.sim.clock import Clock, parse_time
+from nodeops.sim.clock import Clock
 from nodeops.sim.cluster import sim_annotations as ann
 from nodeops.sim.cluster.apiclient import (
     LEASES,
@@ -31,6 +31,7 @@ from nodeops.sim.cluster.nodestatus import node_internal_ip, node_status_patch
 from nodeops.sim.cluster.podstatus import IPAllocator, completed_status, pod_ready, running_status
 from nodeops.sim.cluster.runtime import Controller
 from nodeops.sim.cluster.scheduling import is_deleting, is_terminal
+from nodeops.sim.cluster.timeutil import epoch
 
 log = logging.getLogger(__name__)
 
@@ -199,12 +200,14 @@ class Kubelet(Controller[Key]):
     # -- node agents ----------------------------------------------------------------------------
 
     async def run(self) -> None:
+        # Heartbeats start as soon as the nodes are known: listing 150,000 pods can take longer
+        # than the node grace period, and a kubelet does not stop renewing its lease meanwhile.
         await self.nodes.synced.wait()
-        await self.pods.synced.wait()
         self._running = True
         for agent in self._agents.values():
             self._start_agent(agent)
         try:
+            await self.pods.synced.wait()
             await super().run()
         finally:
             self._running = False
@@ -339,7 +342,7 @@ class Kubelet(Controller[Key]):
             ready = self._want_ready(pod, now, now)
             await self._write_status(pod, self._running_status(pod, agent, start_text, ready))
             return self._next_timer(pod, now, now)
-        start = parse_time(started).timestamp()
+        start = epoch(started)
         run = self._run_seconds(pod)
         if run is not None and now >= start + run:
             await self._write_status(pod, completed_status(pod, now=self.clock.timestamp()))

@@ -130,6 +130,7 @@ class NodeLifecycle(Controller[str]):
         self.client = client
         self.nodes = nodes
         self.leases = leases
+        self.needs(nodes, leases)
         self.grace_seconds = grace_seconds
         self.startup_grace_seconds = startup_grace_seconds
         # When this controller last saw a sign of life from each node, on its own clock: like

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from nodeops.sim.clock import parse_time
 from nodeops.sim.cluster.apiclient import Obj
 from nodeops.sim.cluster.sim_annotations import KUBELET_RUNNING
+from nodeops.sim.cluster.timeutil import epoch
 
 _PRESSURE = (
     ("MemoryPressure", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
@@ -59,7 +59,7 @@ def node_status_patch(
     )
     if not due:
         beat = (existing.get("Ready") or {}).get("lastHeartbeatTime")
-        due = beat is None or (now - parse_time(beat)).total_seconds() >= report_seconds
+        due = beat is None or now.timestamp() - epoch(beat) >= report_seconds
     missing_basics = not status.get("capacity") or not status.get("nodeInfo")
     if not due and not missing_basics:
         return None

@@ -16,11 +16,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodeops.sim.clock import Clock, parse_time
+from nodeops.sim.clock import Clock
 from nodeops.sim.cluster.apiclient import PODS, ApiClient, NotFound, Obj, Resource
 from nodeops.sim.cluster.informer import Informer, Key, key_of
 from nodeops.sim.cluster.podstatus import pod_ready
 from nodeops.sim.cluster.scheduling import is_deleting, is_terminal
+from nodeops.sim.cluster.timeutil import epoch
 from nodeops.sim.objects import for_create, pod_from_template
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ def ready_since(pod: Mapping[str, Any]) -> float | None:
             if c.get("status") != "True":
                 return None
             at = c.get("lastTransitionTime")
-            return parse_time(at).timestamp() if at else 0.0
+            return epoch(at) if at else 0.0
     return None
 
 

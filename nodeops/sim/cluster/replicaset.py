@@ -90,6 +90,7 @@ class ReplicaSetController(Controller[Key]):
         self.burst = burst
         self.expectations = Expectations()
         self.control = PodControl(clock, client, pods)
+        self.needs(pods, replicasets)
         pods.add_index(BY_CONTROLLER, controller_uid)
         replicasets.add_index(BY_UID, uid)
         replicasets.add_handler(self._on_rs)

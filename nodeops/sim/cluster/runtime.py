@@ -17,6 +17,7 @@ from typing import Generic, TypeVar
 
 from nodeops.sim.clock import Clock
 from nodeops.sim.cluster.apiclient import Conflict, NotFound
+from nodeops.sim.cluster.informer import Informer
 
 log = logging.getLogger(__name__)
 
@@ -134,11 +135,18 @@ class Controller(Generic[K]):
         self.queue: WorkQueue[K] = WorkQueue(clock)
         self.workers = workers
         self.log = logging.getLogger(f"nodeops.sim.cluster.{self.name}")
+        self._caches: list[Informer] = []
+
+    def needs(self, *informers: Informer) -> None:
+        """Caches that must be full before the first reconcile, like client-go's
+        WaitForCacheSync: a ReplicaSet judged against an empty pod cache would double itself."""
+        self._caches.extend(informers)
 
     async def reconcile(self, key: K) -> float | None:
         raise NotImplementedError
 
     async def run(self) -> None:
+        await asyncio.gather(*(i.synced.wait() for i in self._caches))
         await asyncio.gather(*(self._worker() for _ in range(self.workers)))
 
     async def _worker(self) -> None:

@@ -191,6 +191,7 @@ class StatefulSetController(Controller[Key]):
         self.statefulsets = statefulsets
         self.expectations = Expectations()
         self.control = PodControl(clock, client, pods)
+        self.needs(pods, statefulsets)
         pods.add_index(BY_CONTROLLER, controller_uid)
         statefulsets.add_index(BY_UID, uid)
         statefulsets.add_handler(self._on_sts)
