@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from nodeops import __version__
 from nodeops.drain import command as drain_command
+from nodeops.kube.logging import configure as configure_logging
 
 
 def _sim_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -88,6 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command in ("drain", "cordon", "uncordon"):
+        # Commands talk to the user on stdout/stderr; the runtime's logs only when they warn.
+        configure_logging("warning", "console")
         return drain_command.run(args)
     if args.command == "crds":
         from nodeops.api import render_crds_yaml, write_all_crd_files

@@ -113,18 +113,36 @@ class SimCluster:
                 node = objects.make_node(f"node-{i}", rng=rng, now=now)
                 names.append(self.server.create(node)["metadata"]["name"])
         if self.options.pods_per_node:
-            for i, node_name in enumerate(names):
-                for j in range(self.options.pods_per_node):
-                    pod = objects.make_pod(
-                        f"pod-{i}-{j}",
-                        "default",
-                        node_name=node_name,
-                        owner=None,
-                        labels={"app": f"app-{j % 10}"},
-                        rng=rng,
-                        now=now,
-                    )
-                    self.server.create(pod)
+            self._populate_pods(names, rng, now)
+
+    def _populate_pods(self, nodes: list[str], rng: random.Random, now: str) -> None:
+        """`--pods-per-node` pods on each node, owned by a few ReplicaSets as in a real cluster.
+
+        Each ReplicaSet is created with exactly as many replicas as it gets pods, so its
+        controller is content; evicted pods are replaced wherever the scheduler finds room.
+        """
+        from nodeops.sim import objects
+
+        apps = min(10, self.options.pods_per_node)
+        counts = [0] * apps
+        for j in range(self.options.pods_per_node):
+            counts[j % apps] += len(nodes)
+        owners = []
+        for k, count in enumerate(counts):
+            rs = objects.make_replicaset(f"app-{k}", "default", replicas=count, rng=rng, now=now)
+            owners.append(self.server.create(rs))
+        for i, node_name in enumerate(nodes):
+            for j in range(self.options.pods_per_node):
+                owner = owners[j % apps]
+                pod = objects.make_pod(
+                    f"{owner['metadata']['name']}-{i}-{j}",
+                    "default",
+                    node_name=node_name,
+                    owner=owner,
+                    rng=rng,
+                    now=now,
+                )
+                self.server.create(pod)
 
     async def stop(self) -> None:
         await self.cloud.stop()

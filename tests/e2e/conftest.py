@@ -47,9 +47,7 @@ def stop(proc: subprocess.Popen[str], sig: int = signal.SIGTERM, timeout: float 
 def sim_cluster(tmp_path: Path) -> Iterator[Path]:
     """A `nodeops sim serve` process; yields its kubeconfig path."""
     kubeconfig = tmp_path / "sim.kubeconfig"
-    proc = nodeops(
-        "sim", "serve", "--nodes", "2", "--instant", "--kubeconfig-out", str(kubeconfig)
-    )
+    proc = nodeops("sim", "serve", "--nodes", "2", "--instant", "--kubeconfig-out", str(kubeconfig))
     deadline = time.monotonic() + 60
     assert proc.stdout is not None
     while time.monotonic() < deadline:

@@ -45,7 +45,9 @@ def _wait_holder(kubeconfig: Path, want: set[str], timeout: float) -> tuple[str,
         if h in want:
             return h, time.monotonic() - started
         time.sleep(0.05)
-    raise AssertionError(f"no leader among {want} after {timeout}s (holder: {_holder(kubeconfig)!r})")
+    raise AssertionError(
+        f"no leader among {want} after {timeout}s (holder: {_holder(kubeconfig)!r})"
+    )
 
 
 def _get(url: str) -> tuple[int, str]:
@@ -60,14 +62,21 @@ def _start(kubeconfig: Path, identity: str) -> tuple[subprocess.Popen[str], int,
     health, metrics = free_port(), free_port()
     proc = nodeops(
         "run",
-        "--kubeconfig", str(kubeconfig),
+        "--kubeconfig",
+        str(kubeconfig),
         "--leader-elect",
-        "--leader-election-id", "nodeops-e2e",
-        "--leader-election-namespace", "default",
-        "--leader-election-identity", identity,
-        "--health-addr", f"127.0.0.1:{health}",
-        "--metrics-addr", f"127.0.0.1:{metrics}",
-        "--log-format", "json",
+        "--leader-election-id",
+        "nodeops-e2e",
+        "--leader-election-namespace",
+        "default",
+        "--leader-election-identity",
+        identity,
+        "--health-addr",
+        f"127.0.0.1:{health}",
+        "--metrics-addr",
+        f"127.0.0.1:{metrics}",
+        "--log-format",
+        "json",
         *TIMING,
     )
     return proc, health, metrics

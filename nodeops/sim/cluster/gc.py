@@ -23,7 +23,7 @@ from nodeops.sim.cluster.apiclient import (
     resource_for,
 )
 from nodeops.sim.cluster.indexes import BY_OWNER, BY_UID, owner_uids, uid
-from nodeops.sim.cluster.informer import Informer, key_of
+from nodeops.sim.cluster.informer import Handler, Informer, key_of
 from nodeops.sim.cluster.runtime import Controller
 from nodeops.sim.cluster.scheduling import is_deleting
 
@@ -127,7 +127,7 @@ class GarbageCollector(Controller[GCKey]):
 
     # -- events ---------------------------------------------------------------------------------
 
-    def _handler(self, inf: Informer) -> Any:
+    def _handler(self, inf: Informer) -> Handler:
         plural = inf.resource.plural
 
         def handle(old: Obj | None, new: Obj | None) -> None:
@@ -289,17 +289,17 @@ class GarbageCollector(Controller[GCKey]):
         finalizers = meta.get("finalizers") or []
         dependents = self._dependents(owner_uid)
         if ORPHAN in finalizers:
-            conflicts = 0
+            conflict: Conflict | None = None
             for plural, d in dependents:
                 d_refs = (d.get("metadata") or {}).get("ownerReferences") or []
                 try:
                     await self._set_owner_refs(
                         self._by_plural[plural].resource, d, without_owner(d_refs, owner_uid)
                     )
-                except Conflict:
-                    conflicts += 1
-            if conflicts:
-                raise Conflict(409, {"reason": "Conflict"}, "PATCH", "ownerReferences")
+                except Conflict as exc:
+                    conflict = conflict or exc  # a stale cache entry: retry once it is fresh
+            if conflict is not None:
+                raise conflict
             if not dependents:
                 await self._remove_finalizer(resource, owner, ORPHAN)
             # Otherwise the dependents' update events bring the owner back once they are free.

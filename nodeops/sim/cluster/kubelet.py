@@ -253,6 +253,9 @@ class Kubelet(Controller[Key]):
 
     async def _renew_lease(self, agent: _NodeAgent) -> None:
         now = self.clock.micro_timestamp()
+        # The lease belongs to this node object: a node re-created under the same name takes
+        # over the old lease instead of leaving it to the garbage collector.
+        owners = [{"apiVersion": "v1", "kind": "Node", "name": agent.name, "uid": agent.uid}]
         if agent.lease is None:
             body: Obj = {
                 "apiVersion": "coordination.k8s.io/v1",
@@ -260,9 +263,7 @@ class Kubelet(Controller[Key]):
                 "metadata": {
                     "name": agent.name,
                     "namespace": NODE_LEASE_NAMESPACE,
-                    "ownerReferences": [
-                        {"apiVersion": "v1", "kind": "Node", "name": agent.name, "uid": agent.uid}
-                    ],
+                    "ownerReferences": owners,
                 },
                 "spec": {
                     "holderIdentity": agent.name,
@@ -278,6 +279,7 @@ class Kubelet(Controller[Key]):
         for attempt in range(2):
             assert agent.lease is not None
             lease = dict(agent.lease)
+            lease["metadata"] = {**(lease.get("metadata") or {}), "ownerReferences": owners}
             lease["spec"] = {
                 **(lease.get("spec") or {}),
                 "holderIdentity": agent.name,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
@@ -49,13 +50,18 @@ def _number(text: str, original: str) -> Decimal:
     return d
 
 
+@lru_cache(maxsize=4096)
 def cpu_millis(value: str | int | float | None) -> int:
-    """Millicores, rounded up like the API server canonicalises "0.0001" to "1m"."""
+    """Millicores, rounded up like the API server canonicalises "0.0001" to "1m".
+
+    Cached: a cluster's pods use a few dozen distinct quantities, read on every pod event.
+    """
     if value is None:
         return 0
     return math.ceil(parse_quantity(value) * 1000)
 
 
+@lru_cache(maxsize=4096)
 def units(value: str | int | float | None) -> int:
     """Whole units (bytes, pods), rounded up."""
     if value is None:

@@ -15,8 +15,10 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
 
+import aiohttp
+
 from nodeops.sim.clock import Clock
-from nodeops.sim.cluster.apiclient import Conflict, NotFound
+from nodeops.sim.cluster.apiclient import ApiError, Conflict, NotFound
 from nodeops.sim.cluster.informer import Informer
 
 log = logging.getLogger(__name__)
@@ -149,6 +151,12 @@ class Controller(Generic[K]):
         await asyncio.gather(*(i.synced.wait() for i in self._caches))
         await asyncio.gather(*(self._worker() for _ in range(self.workers)))
 
+    def _worth_logging(self, key: K) -> bool:
+        """The first failures of a key, then one in twenty: a key failing for minutes must not
+        flood the log, nor go silent."""
+        n = self.queue.failures(key)
+        return n < 3 or n % 20 == 0
+
     async def _worker(self) -> None:
         queue = self.queue
         while True:
@@ -161,8 +169,13 @@ class Controller(Generic[K]):
             except NotFound as exc:
                 self.log.debug("%s: %s", key, exc)
                 queue.forget(key)
+            except (ApiError, aiohttp.ClientError, TimeoutError) as exc:
+                # The server said no or could not be reached: expected, worth a line, no trace.
+                if self._worth_logging(key):
+                    self.log.warning("%s: %s; retrying", key, exc)
+                queue.add_rate_limited(key)
             except Exception:
-                if queue.failures(key) < 3 or queue.failures(key) % 20 == 0:
+                if self._worth_logging(key):
                     self.log.exception("%s: reconcile failed, retrying", key)
                 queue.add_rate_limited(key)
             else:

@@ -112,7 +112,7 @@ class Scheduler:
         *,
         scheduler_name: str = DEFAULT_SCHEDULER,
         bind_concurrency: int = 32,
-        flush_seconds: float = 30.0,
+        flush_seconds: float = 60.0,
     ) -> None:
         self.clock = clock
         self.client = client
@@ -162,7 +162,8 @@ class Scheduler:
             else:
                 self._account(key, node, new)
             return
-        if is_deleting(new) or is_terminal(new) or not self._responsible(new):
+        gated = bool(spec.get("schedulingGates"))
+        if gated or is_deleting(new) or is_terminal(new) or not self._responsible(new):
             self._forget_pending(key)
             return
         if key in self._binding:

@@ -88,7 +88,9 @@ async def wait_until(predicate: Any, timeout: float = 30.0) -> None:
 
 
 async def pods_on(client: Client, node: str, selector: str | None = None) -> list[dict[str, Any]]:
-    items, _ = await client.list(PODS, field_selector=f"spec.nodeName={node}", label_selector=selector)
+    items, _ = await client.list(
+        PODS, field_selector=f"spec.nodeName={node}", label_selector=selector
+    )
     return items
 
 
@@ -200,9 +202,14 @@ async def test_daemonsets_mirror_pods_and_selectors(cluster: Any) -> None:
     }
     await client.create(DAEMONSETS, ds, NS)
     await running(client, "agent", 3)
-    mirror = bare_pod("static", "node-2", metadata={"annotations": {"kubernetes.io/config.mirror": "x"}})
+    mirror = bare_pod(
+        "static", "node-2", metadata={"annotations": {"kubernetes.io/config.mirror": "x"}}
+    )
     await client.create(PODS, mirror, NS)
-    with pytest.raises(DrainError, match=r"cannot delete DaemonSet-managed Pods \(use --ignore-daemonsets to ignore\): default/agent-"):
+    with pytest.raises(
+        DrainError,
+        match=r"cannot delete DaemonSet-managed Pods \(use --ignore-daemonsets to ignore\): default/agent-",
+    ):
         await Drainer(client, DrainOptions(timeout=10)).drain("node-2")
     result = await Drainer(client, DrainOptions(timeout=30, ignore_daemonsets=True)).drain("node-2")
     assert {r.split("/")[1].split("-")[0] for r in result.skipped} == {"agent", "static"}
@@ -231,16 +238,22 @@ async def test_pod_selector_dry_run_and_disable_eviction(cluster: Any) -> None:
     for mode in ("client", "server"):
         seen: list[str] = []
         result = await Drainer(
-            client, DrainOptions(dry_run=mode), on_evicting=lambda p: seen.append(p["metadata"]["name"])
+            client,
+            DrainOptions(dry_run=mode),
+            on_evicting=lambda p: seen.append(p["metadata"]["name"]),
         ).drain("node-0")
         assert sorted(seen) == sorted(before) and len(result.evicted) == 4
         assert {p["metadata"]["name"] for p in await pods_on(client, "node-0")} == before
     node = await client.get(NODES, "node-0")
     assert not node["spec"].get("unschedulable")  # dry runs change nothing
 
-    await Drainer(client, DrainOptions(timeout=30, pod_selector="app=a", disable_eviction=True)).drain("node-0")
+    await Drainer(
+        client, DrainOptions(timeout=30, pod_selector="app=a", disable_eviction=True)
+    ).drain("node-0")
     left = await pods_on(client, "node-0", "app")
-    assert {p["metadata"]["labels"]["app"] for p in left if not p["metadata"].get("deletionTimestamp")} == {"b"}
+    assert {
+        p["metadata"]["labels"]["app"] for p in left if not p["metadata"].get("deletionTimestamp")
+    } == {"b"}
 
 
 async def test_pdb_blocks_then_unblocks_as_replacements_become_ready(cluster: Any) -> None:
@@ -298,7 +311,10 @@ async def test_order_by_rules_labels_and_priorities(cluster: Any) -> None:
         "apiVersion": "nodeops.dev/v1alpha1",
         "kind": "NodeDrainRule",
         "metadata": {"name": "databases-last"},
-        "spec": {"drain": {"behavior": "Drain", "order": 10}, "pods": [{"selector": {"matchLabels": {"tier": "db"}}}]},
+        "spec": {
+            "drain": {"behavior": "Drain", "order": 10},
+            "pods": [{"selector": {"matchLabels": {"tier": "db"}}}],
+        },
     }
     await client.create(NODEDRAINRULES, rule)
     await create_on(
@@ -319,7 +335,8 @@ async def test_order_by_rules_labels_and_priorities(cluster: Any) -> None:
     ).drain("node-0")
     assert order == ["proxy", "web", "web", "db"]  # priority 5 (order -5), then 0, then rule 10
     assert any(
-        "After above Pods have been removed from the Node, the following Pods will be evicted: default/db-" in m
+        "After above Pods have been removed from the Node, the following Pods will be evicted: default/db-"
+        in m
         for m in messages
     )
     left = [p["metadata"]["labels"]["app"] for p in await pods_on(client, "node-0")]
@@ -333,7 +350,15 @@ async def test_wait_completed_pods_hold_the_drain_until_they_finish(cluster: Any
         "node-1",
         metadata={
             "labels": {"nodeops.dev/drain": "wait-completed"},
-            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "9", "controller": True}],
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": "j",
+                    "uid": "9",
+                    "controller": True,
+                }
+            ],
         },
         spec={"restartPolicy": "Never"},
     )
@@ -372,12 +397,24 @@ async def test_wait_for_volumes_ignores_skipped_pods(cluster: Any) -> None:
         "apiVersion": "v1",
         "kind": "PersistentVolume",
         "metadata": {"name": "pv-data"},
-        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-1"}},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-1"},
+        },
     }
     await client.create(PERSISTENTVOLUMES, pv)
-    attached = {"status": {"volumesAttached": [{"name": "kubernetes.io/csi/ebs.csi.aws.com^vol-1", "devicePath": ""}]}}
+    attached = {
+        "status": {
+            "volumesAttached": [
+                {"name": "kubernetes.io/csi/ebs.csi.aws.com^vol-1", "devicePath": ""}
+            ]
+        }
+    }
     await client.patch(NODES, "node-2", attached, subresource="status")
-    drain = asyncio.create_task(Drainer(client, DrainOptions(timeout=30, wait_for_volumes=True)).drain("node-2"))
+    drain = asyncio.create_task(
+        Drainer(client, DrainOptions(timeout=30, wait_for_volumes=True)).drain("node-2")
+    )
     await asyncio.sleep(1.0)
     assert not drain.done()
     await client.patch(NODES, "node-2", {"status": {"volumesAttached": None}}, subresource="status")
@@ -412,4 +449,3 @@ async def test_missing_node_is_not_found(cluster: Any) -> None:
     _, client, _ = cluster
     with pytest.raises(errors.NotFound):
         await Drainer(client, DrainOptions()).drain("nope")
-

@@ -32,14 +32,18 @@ def _pod(name: str, node: str, labels: dict[str, str] | None = None) -> dict[str
 async def _server_state(client: Client, res: Any) -> dict[str, str]:
     items, _ = await client.list(res)
     return {
-        f"{i['metadata'].get('namespace')}/{i['metadata']['name']}": i["metadata"]["resourceVersion"]
+        f"{i['metadata'].get('namespace')}/{i['metadata']['name']}": i["metadata"][
+            "resourceVersion"
+        ]
         for i in items
     }
 
 
 def _cache_state(inf: Informer) -> dict[str, str]:
     return {
-        f"{o['metadata'].get('namespace')}/{o['metadata']['name']}": o["metadata"]["resourceVersion"]
+        f"{o['metadata'].get('namespace')}/{o['metadata']['name']}": o["metadata"][
+            "resourceVersion"
+        ]
         for o in inf.objects()
     }
 
@@ -99,7 +103,9 @@ async def test_sync_indexes_and_handlers(client: Client, sim: SimServer) -> None
         "error=500:0.05@*/configmaps; error=429:0.02@*/configmaps:retry-after=1",
     ],
 )
-async def test_cache_equals_server_under_faults(client: Client, sim: SimServer, faults: str) -> None:
+async def test_cache_equals_server_under_faults(
+    client: Client, sim: SimServer, faults: str
+) -> None:
     inf = Informer(client, CONFIGMAPS, page_size=10)
     inf.backoff.initial = 0.01
     inf.backoff.maximum = 0.1
@@ -114,7 +120,9 @@ async def test_cache_equals_server_under_faults(client: Client, sim: SimServer, 
             try:
                 if rng.random() < 0.5:
                     await client.create(
-                        CONFIGMAPS, {"metadata": {"name": name}, "data": {"s": str(step)}}, "default"
+                        CONFIGMAPS,
+                        {"metadata": {"name": name}, "data": {"s": str(step)}},
+                        "default",
                     )
                 elif rng.random() < 0.7:
                     await client.patch(CONFIGMAPS, name, {"data": {"s": str(step)}}, "default")

@@ -59,7 +59,13 @@ async def test_discovery_documents(api: Api) -> None:
         ("POST", f"{NS}/pods", {"metadata": {}, "spec": {"containers": [{}]}}, 422, "Invalid"),
         ("POST", f"{NS}/pods", {"metadata": {"name": "Bad_Name"}, "spec": {}}, 422, "Invalid"),
         ("POST", f"{NS}/pods", {"metadata": {"name": "nocontainers"}, "spec": {}}, 422, "Invalid"),
-        ("POST", f"{NS}/pods", {"apiVersion": "apps/v1", "kind": "Pod", "metadata": {"name": "a"}}, 400, "BadRequest"),
+        (
+            "POST",
+            f"{NS}/pods",
+            {"apiVersion": "apps/v1", "kind": "Pod", "metadata": {"name": "a"}},
+            400,
+            "BadRequest",
+        ),
         ("GET", "/api/v1/pods?labelSelector=a%20in%20(", None, 400, "BadRequest"),
         ("GET", "/api/v1/pods?fieldSelector=spec.bogus%3Dx", None, 400, "BadRequest"),
         ("GET", "/api/v1/widgets", None, 404, "NotFound"),
@@ -132,7 +138,9 @@ async def test_generation_and_status_subresource(api: Api) -> None:
     _, scaled = await api.patch(f"{path}/d", {"spec": {"replicas": 3}, "status": {"replicas": 7}})
     assert scaled["metadata"]["generation"] == 2
     assert (scaled.get("status") or {}).get("replicas") != 7  # status ignored on the main path
-    _, st = await api.patch(f"{path}/d/status", {"status": {"replicas": 3}, "spec": {"replicas": 9}})
+    _, st = await api.patch(
+        f"{path}/d/status", {"status": {"replicas": 3}, "spec": {"replicas": 9}}
+    )
     assert st["status"]["replicas"] == 3 and st["spec"]["replicas"] == 3
     assert st["metadata"]["generation"] == 2
     _, scale = await api.get(f"{path}/d/scale")
@@ -212,7 +220,9 @@ async def test_watch_sequences(api: Api, server: SimServer) -> None:
     assert initial[0]["type"] == "ADDED" and initial[0]["object"]["metadata"]["name"] == "w2"
 
     # timeoutSeconds ends the stream.
-    ended = await api.watch(f"{NS}/pods", {"resourceVersion": str(server.store.rv), "timeoutSeconds": "1"}, 10)
+    ended = await api.watch(
+        f"{NS}/pods", {"resourceVersion": str(server.store.rv), "timeoutSeconds": "1"}, 10
+    )
     assert ended == []
 
 
@@ -238,7 +248,11 @@ async def test_watch_initial_events_end_bookmark(api: Api) -> None:
     await api.post(f"{NS}/configmaps", {"metadata": {"name": "a"}})
     events = await api.watch(
         f"{NS}/configmaps",
-        {"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan", "allowWatchBookmarks": "true"},
+        {
+            "sendInitialEvents": "true",
+            "resourceVersionMatch": "NotOlderThan",
+            "allowWatchBookmarks": "true",
+        },
         2,
     )
     assert events[0]["type"] == "ADDED"
@@ -310,9 +324,7 @@ async def test_graceful_pod_deletion_and_finalizers(api: Api) -> None:
     assert status == 404
 
     _, c = await api.post(f"{NS}/configmaps", {"metadata": {"name": "p"}})
-    status, pre = await api.delete(
-        f"{NS}/configmaps/p", {"preconditions": {"uid": "not-the-uid"}}
-    )
+    status, pre = await api.delete(f"{NS}/configmaps/p", {"preconditions": {"uid": "not-the-uid"}})
     assert status == 409 and "Precondition failed: UID in precondition" in pre["message"]
     status, done = await api.delete(
         f"{NS}/configmaps/p", {"preconditions": {"uid": c["metadata"]["uid"]}}
@@ -326,7 +338,9 @@ async def test_graceful_pod_deletion_and_finalizers(api: Api) -> None:
 
 async def test_deletecollection(api: Api) -> None:
     for i in range(4):
-        await api.post(f"{NS}/configmaps", {"metadata": {"name": f"d{i}", "labels": {"k": str(i % 2)}}})
+        await api.post(
+            f"{NS}/configmaps", {"metadata": {"name": f"d{i}", "labels": {"k": str(i % 2)}}}
+        )
     status, _ = await api.delete(f"{NS}/configmaps", params={"labelSelector": "k=1"})
     assert status == 200
     _, lst = await api.get(f"{NS}/configmaps")
@@ -342,7 +356,9 @@ async def test_namespace_lifecycle(api: Api) -> None:
     await api.post("/api/v1/namespaces/team/pods", pod("p", node="n1"))
     status, term = await api.delete("/api/v1/namespaces/team")
     assert status == 200 and term["status"]["phase"] == "Terminating"
-    status, refused = await api.post("/api/v1/namespaces/team/configmaps", {"metadata": {"name": "c"}})
+    status, refused = await api.post(
+        "/api/v1/namespaces/team/configmaps", {"metadata": {"name": "c"}}
+    )
     assert status == 403 and refused["reason"] == "Forbidden"
     assert "because it is being terminated" in refused["message"]
     # The pod is terminating gracefully; once it is gone the namespace goes too.
@@ -358,7 +374,12 @@ CRD = {
     "spec": {
         "group": "example.com",
         "scope": "Namespaced",
-        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "shortNames": ["wd"]},
+        "names": {
+            "plural": "widgets",
+            "singular": "widget",
+            "kind": "Widget",
+            "shortNames": ["wd"],
+        },
         "versions": [
             {
                 "name": "v1",
@@ -378,10 +399,17 @@ CRD = {
                                 "required": ["size"],
                                 "properties": {
                                     "size": {"type": "integer", "minimum": 1},
-                                    "mode": {"type": "string", "default": "fast", "enum": ["fast", "slow"]},
+                                    "mode": {
+                                        "type": "string",
+                                        "default": "fast",
+                                        "enum": ["fast", "slow"],
+                                    },
                                 },
                             },
-                            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                            "status": {
+                                "type": "object",
+                                "x-kubernetes-preserve-unknown-fields": True,
+                            },
                         },
                     }
                 },
@@ -394,20 +422,38 @@ CRD = {
 async def test_custom_resources(api: Api) -> None:
     status, crd = await api.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", CRD)
     assert status == 201
-    _, crd = await api.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com")
+    _, crd = await api.get(
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com"
+    )
     conds = {c["type"]: c["status"] for c in crd["status"]["conditions"]}
     assert conds == {"NamesAccepted": "True", "Established": "True"}
     _, res = await api.get("/apis/example.com/v1")
     assert {r["name"] for r in res["resources"]} == {"widgets", "widgets/status"}
 
     base = "/apis/example.com/v1/namespaces/default/widgets"
-    w = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": 3, "junk": 1}}
+    w = {
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
+        "metadata": {"name": "w"},
+        "spec": {"size": 3, "junk": 1},
+    }
     status, created = await api.post(base, w)
     assert status == 201
     assert created["spec"] == {"size": 3, "mode": "fast"}  # defaulted and pruned
-    status, bad = await api.post(base, {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "b"}, "spec": {"size": 0}})
+    status, bad = await api.post(
+        base,
+        {
+            "apiVersion": "example.com/v1",
+            "kind": "Widget",
+            "metadata": {"name": "b"},
+            "spec": {"size": 0},
+        },
+    )
     assert status == 422 and bad["reason"] == "Invalid" and "spec.size" in bad["message"]
-    status, bad = await api.post(base, {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "b"}, "spec": {}})
+    status, bad = await api.post(
+        base,
+        {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "b"}, "spec": {}},
+    )
     assert status == 422 and bad["details"]["causes"][0]["field"] == "spec.size"
     _, st = await api.patch(f"{base}/w/status", {"status": {"phase": "Ready"}})
     assert st["status"] == {"phase": "Ready"}
@@ -420,14 +466,21 @@ async def test_custom_resources(api: Api) -> None:
     assert [c["name"] for c in table["columnDefinitions"]][:3] == ["Name", "Size", "Phase"]
     assert table["rows"][0]["cells"][:3] == ["w", 3, "Ready"]
 
-    status, _ = await api.delete("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com")
+    status, _ = await api.delete(
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com"
+    )
     assert status == 200
     status, gone = await api.get(base)
     assert status == 404
 
 
 def _pdb(name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name}, "spec": spec}
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
 
 
 async def _running(api: Api, name: str, labels: dict[str, str]) -> None:
@@ -446,12 +499,21 @@ async def test_eviction_outcomes(api: Api) -> None:
         await _running(api, f"e{i}", {"app": "e"})
     evict = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "e0"}}
     path = "/apis/policy/v1/namespaces/default/poddisruptionbudgets"
-    await api.post(path, _pdb("pdb", {"minAvailable": 3, "selector": {"matchLabels": {"app": "e"}}}))
+    await api.post(
+        path, _pdb("pdb", {"minAvailable": 3, "selector": {"matchLabels": {"app": "e"}}})
+    )
     # The disruption controller has not written status yet: PDB still being processed.
     await api.patch(
         f"{path}/pdb/status",
-        {"status": {"observedGeneration": 1, "disruptionsAllowed": 0, "currentHealthy": 3,
-                    "desiredHealthy": 3, "expectedPods": 3}},
+        {
+            "status": {
+                "observedGeneration": 1,
+                "disruptionsAllowed": 0,
+                "currentHealthy": 3,
+                "desiredHealthy": 3,
+                "expectedPods": 3,
+            }
+        },
     )
     status, refused = await api.post(f"{NS}/pods/e0/eviction", evict)
     assert status == 429 and refused["reason"] == "TooManyRequests"
@@ -467,7 +529,9 @@ async def test_eviction_outcomes(api: Api) -> None:
     _, pdb = await api.get(f"{path}/pdb")
     assert pdb["status"]["disruptionsAllowed"] == 0 and "e0" in pdb["status"]["disruptedPods"]
 
-    await api.post(path, _pdb("pdb2", {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "e"}}}))
+    await api.post(
+        path, _pdb("pdb2", {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "e"}}})
+    )
     evict1 = dict(evict, metadata={"name": "e1"})
     status, multi = await api.post(f"{NS}/pods/e1/eviction", evict1)
     assert status == 500
@@ -477,13 +541,20 @@ async def test_eviction_outcomes(api: Api) -> None:
     )
 
     await api.post(f"{NS}/pods", pod("pending", {"app": "e"}))
-    status, _ = await api.post(f"{NS}/pods/pending/eviction", dict(evict, metadata={"name": "pending"}))
+    status, _ = await api.post(
+        f"{NS}/pods/pending/eviction", dict(evict, metadata={"name": "pending"})
+    )
     assert status == 201  # pods that are not running skip the budget
 
 
 async def test_binding(api: Api) -> None:
     await api.post(f"{NS}/pods", pod("b"))
-    binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "b"}, "target": {"kind": "Node", "name": "n1"}}
+    binding = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": "b"},
+        "target": {"kind": "Node", "name": "n1"},
+    }
     status, _ = await api.post(f"{NS}/pods/b/binding", binding)
     assert status == 201
     _, p = await api.get(f"{NS}/pods/b")

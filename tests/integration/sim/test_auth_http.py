@@ -68,13 +68,17 @@ async def test_tokens_and_rbac(rbac_api: tuple[SimServer, Api]) -> None:
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",
         "metadata": {"name": "drainer-reads-nodes"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "node-reader"},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "node-reader",
+        },
         "subjects": [{"kind": "ServiceAccount", "name": "drainer", "namespace": "default"}],
     }
     assert (await api.post("/apis/rbac.authorization.k8s.io/v1/clusterroles", role))[0] == 201
-    assert (
-        await api.post("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding)
-    )[0] == 201
+    assert (await api.post("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding))[
+        0
+    ] == 201
     status, nodes = await api.get("/api/v1/nodes", token=token)
     assert status == 200 and nodes["kind"] == "NodeList"
     status, _ = await api.call("DELETE", "/api/v1/nodes/any", token=token)

@@ -23,6 +23,7 @@ from nodeops.sim.cluster.apiclient import (
     STATEFULSETS,
     ApiClient,
     NotFound,
+    TooManyRequests,
 )
 from nodeops.sim.server.app import SimServer
 
@@ -32,7 +33,7 @@ TIME_SCALE = 100.0
 
 
 async def until(
-    check: Callable[[], Awaitable[T]], *, timeout: float = 10.0, what: str = "condition"
+    check: Callable[[], Awaitable[T | None]], *, timeout: float = 10.0, what: str = "condition"
 ) -> T:
     """Poll `check` every few milliseconds until it returns something truthy."""
     deadline = asyncio.get_running_loop().time() + timeout
@@ -519,3 +520,151 @@ async def _get_or_none(client: ApiClient, name: str) -> dict[str, Any] | None:
         return await client.get(LEASES, name, "kube-node-lease")
     except NotFound:
         return None
+
+
+async def test_loops_survive_server_faults() -> None:
+    """500s, 429s, 409s on leases, cut watch streams and expired resumes: the loops retry."""
+    clock = Clock(TIME_SCALE)
+    faults = (
+        "error=500:0.1@patch/pods; error=500:0.1@create/pods; error=429:0.05@*:retry-after=0;"
+        " error=409:0.2@update/leases; watch-cut=events:5@*; watch-expire=0.3@pods"
+    )
+    server = SimServer(clock=clock, faults=faults, seed=7, bookmark_interval=0.2)
+    await server.start()
+    client = ApiClient(server.url, server.admin_token, component="test")
+    loops = ClusterLoops(server.url, server.admin_token, clock, kubelet_start_seconds=1.0)
+    c = Cluster(server, client, loops)
+    try:
+        for i in range(3):
+            await c.add_node(f"node-{i}")
+        await loops.start()
+        await client.create(DEPLOYMENTS, deployment("web", 6), NS)
+
+        async def six_ready() -> list[dict[str, Any]] | None:
+            pods = [
+                p for p in await c.pods("app=web") if not p["metadata"].get("deletionTimestamp")
+            ]
+            return pods if len(pods) == 6 and all(_ready(p) for p in pods) else None
+
+        pods = await until(six_ready, timeout=20, what="6 ready pods despite faults")
+        await client.delete(PODS, pods[0]["metadata"]["name"], NS)
+
+        async def replaced() -> bool:
+            now = await six_ready()
+            return now is not None and pods[0]["metadata"]["name"] not in {
+                p["metadata"]["name"] for p in now
+            }
+
+        await until(replaced, timeout=20, what="replacement despite faults")
+
+        async def settled() -> bool:
+            return len(await c.pods("app=web")) == 6
+
+        await until(settled, timeout=20, what="exactly 6 pods")
+    finally:
+        await loops.stop()
+        await client.close()
+        await server.stop()
+
+
+async def test_rolling_update_replaces_every_pod(cluster: Cluster) -> None:
+    await cluster.client.create(DEPLOYMENTS, deployment("roll", 4), NS)
+
+    async def rolled(image: str) -> bool:
+        d = await cluster.client.get(DEPLOYMENTS, "roll", NS)
+        st = d.get("status") or {}
+        if st.get("observedGeneration") != d["metadata"]["generation"]:
+            return False
+        if not (
+            st.get("updatedReplicas") == st.get("availableReplicas") == st.get("replicas") == 4
+        ):
+            return False
+        pods = [
+            p for p in await cluster.pods("app=roll") if not p["metadata"].get("deletionTimestamp")
+        ]
+        return len(pods) == 4 and all(p["spec"]["containers"][0]["image"] == image for p in pods)
+
+    await until(lambda: rolled("nginx:1.27"), what="first rollout")
+    patch = {
+        "spec": {"template": {"spec": {"containers": [{"name": "app", "image": "nginx:1.28"}]}}}
+    }
+    await cluster.client.patch(DEPLOYMENTS, "roll", patch, NS, patch_type="strategic")
+    await until(lambda: rolled("nginx:1.28"), timeout=20, what="second rollout")
+    rs_list = (await cluster.client.list(REPLICASETS, NS, label_selector="app=roll")).items
+    by_revision = {
+        rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"]: rs for rs in rs_list
+    }
+    assert set(by_revision) == {"1", "2"}
+    assert by_revision["1"]["spec"]["replicas"] == 0
+    assert by_revision["2"]["spec"]["replicas"] == 4
+    d = await cluster.client.get(DEPLOYMENTS, "roll", NS)
+    assert d["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "2"
+
+
+async def test_eviction_respects_the_budget_until_the_replacement_is_ready(
+    cluster: Cluster,
+) -> None:
+    guarded = deployment("guarded", 3)
+    # Replacements take 20 simulated seconds to start, so the second eviction below cannot
+    # race the first one's replacement.
+    guarded["spec"]["template"]["metadata"]["annotations"] = {ann.START_SECONDS: "20"}
+    await cluster.client.create(DEPLOYMENTS, guarded, NS)
+    pdb = objects.make_pdb("guarded", NS, selector={"app": "guarded"}, min_available=3)
+    await cluster.client.create(PDBS, objects.for_create(pdb), NS)
+
+    async def allowed(n: int) -> bool:
+        st = (await cluster.client.get(PDBS, "guarded", NS)).get("status") or {}
+        return st.get("disruptionsAllowed") == n and st.get("currentHealthy") == 3
+
+    await until(lambda: allowed(0), what="budget with no room")
+    await cluster.client.patch(
+        PDBS, "guarded", {"spec": {"minAvailable": 2}}, NS, patch_type="merge"
+    )
+    await until(lambda: allowed(1), what="budget with room for one")
+    pods = await cluster.pods("app=guarded")
+    await cluster.client.evict(pods[0]["metadata"]["name"], NS)
+    with pytest.raises(TooManyRequests):
+        await cluster.client.evict(pods[1]["metadata"]["name"], NS)
+    # The replacement becomes ready, the budget has room again.
+    await until(lambda: allowed(1), what="budget restored by the replacement")
+    await cluster.client.evict(pods[1]["metadata"]["name"], NS)
+
+
+async def test_instant_mode_skips_every_delay() -> None:
+    # Real time: a 30 s grace period would outlast the timeout unless instant mode skips it.
+    clock = Clock(1.0)
+    server = SimServer(clock=clock, bookmark_interval=0.2)
+    await server.start()
+    client = ApiClient(server.url, server.admin_token, component="test")
+    loops = ClusterLoops(server.url, server.admin_token, clock, instant=True)
+    c = Cluster(server, client, loops)
+    try:
+        await c.add_node("node-0")
+        await loops.start()
+        probe = {"initialDelaySeconds": 60, "httpGet": {"path": "/", "port": 80}}
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "quick", "namespace": NS},
+            "spec": {"containers": [{"name": "c", "image": "nginx:1.27", "readinessProbe": probe}]},
+        }
+        await client.create(PODS, pod, NS)
+
+        async def ready() -> bool:
+            return _ready(await client.get(PODS, "quick", NS))
+
+        await until(ready, timeout=5, what="instant readiness")
+        await client.delete(PODS, "quick", NS, grace_period_seconds=30)
+
+        async def gone() -> bool:
+            try:
+                await client.get(PODS, "quick", NS)
+            except NotFound:
+                return True
+            return False
+
+        await until(gone, timeout=5, what="instant termination")
+    finally:
+        await loops.stop()
+        await client.close()
+        await server.stop()

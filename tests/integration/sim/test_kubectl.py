@@ -107,7 +107,9 @@ async def test_get_apply_delete(cluster: tuple[SimCluster, Path]) -> None:
         return out.count("Running") == 4
 
     await wait_for(four_running)
-    code, out, err = await kubectl(kc, "get", "pdb", "web", "-o", "jsonpath={.status.currentHealthy}")
+    code, out, err = await kubectl(
+        kc, "get", "pdb", "web", "-o", "jsonpath={.status.currentHealthy}"
+    )
     assert code == 0, err
 
     code, out, err = await kubectl(kc, "delete", "pdb", "web")
@@ -118,7 +120,9 @@ async def test_get_apply_delete(cluster: tuple[SimCluster, Path]) -> None:
 
 async def test_cordon_and_drain(cluster: tuple[SimCluster, Path]) -> None:
     _, kc = cluster
-    code, _, err = await kubectl(kc, "apply", "-f", "-", stdin=DEPLOYMENT.replace("{min_available}", "1"))
+    code, _, err = await kubectl(
+        kc, "apply", "-f", "-", stdin=DEPLOYMENT.replace("{min_available}", "1")
+    )
     assert code == 0, err
 
     async def four_running() -> bool:
@@ -151,7 +155,9 @@ async def test_drain_blocked_by_pdb(cluster: tuple[SimCluster, Path]) -> None:
     assert code == 0, err
 
     async def pdb_current() -> bool:
-        _, out, _ = await kubectl(kc, "get", "pdb", "web", "-o", "jsonpath={.status.currentHealthy}")
+        _, out, _ = await kubectl(
+            kc, "get", "pdb", "web", "-o", "jsonpath={.status.currentHealthy}"
+        )
         return out.strip() == "4"
 
     await wait_for(pdb_current)

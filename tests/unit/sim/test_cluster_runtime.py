@@ -88,10 +88,11 @@ def test_informer_replace_emits_the_difference_and_keeps_indexes() -> None:
     inf.add_index("node", lambda o: [o["spec"]["nodeName"]])
     events: list[tuple[str | None, str | None]] = []
 
+    def rv(obj: dict[str, Any] | None) -> str | None:
+        return None if obj is None else str(obj["metadata"]["resourceVersion"])
+
     def handler(old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
-        events.append(
-            (old and old["metadata"]["resourceVersion"], new and new["metadata"]["resourceVersion"])
-        )
+        events.append((rv(old), rv(new)))
 
     inf.add_handler(handler)
     inf._replace([_pod("a", "1"), _pod("b", "2")])
