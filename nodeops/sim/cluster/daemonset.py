@@ -304,7 +304,7 @@ class DaemonSetController(Controller[Key]):
         self.nodes = nodes
         self.daemonsets = daemonsets
         self.expectations = Expectations()
-        self.control = PodControl(clock, client, pods)
+        self.control = PodControl(clock, client)
         self.needs(pods, nodes, daemonsets)
         pods.add_index(BY_CONTROLLER, controller_uid)
         daemonsets.add_index(BY_UID, uid)

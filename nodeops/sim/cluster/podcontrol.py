@@ -12,13 +12,13 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from nodeops.sim.clock import Clock
 from nodeops.sim.cluster.apiclient import PODS, ApiClient, NotFound, Obj, Resource
-from nodeops.sim.cluster.informer import Informer, Key, key_of
+from nodeops.sim.cluster.informer import Key, key_of
 from nodeops.sim.cluster.podstatus import pod_ready
 from nodeops.sim.cluster.scheduling import is_deleting, is_terminal
 from nodeops.sim.cluster.timeutil import epoch
@@ -210,10 +210,9 @@ class Expectations:
 class PodControl:
     """Creates pods from templates the way the real controllers do, and deletes them."""
 
-    def __init__(self, clock: Clock, client: ApiClient, pods: Informer) -> None:
+    def __init__(self, clock: Clock, client: ApiClient) -> None:
         self.clock = clock
         self.client = client
-        self.pods = pods
         self.rng = random.Random()
 
     def build(
@@ -327,13 +326,3 @@ def merge_status(current: Mapping[str, Any] | None, managed: Iterable[str], comp
         if v or k == "replicas":
             out[k] = v
     return out
-
-
-def owner_lookup(informer: Informer, index: str) -> Callable[[str], Obj | None]:
-    """Find a cached object by uid through a uid index on `informer`."""
-
-    def lookup(uid: str) -> Obj | None:
-        found = informer.by_index(index, uid)
-        return found[0] if found else None
-
-    return lookup

@@ -89,7 +89,7 @@ class ReplicaSetController(Controller[Key]):
         self.replicasets = replicasets
         self.burst = burst
         self.expectations = Expectations()
-        self.control = PodControl(clock, client, pods)
+        self.control = PodControl(clock, client)
         self.needs(pods, replicasets)
         pods.add_index(BY_CONTROLLER, controller_uid)
         replicasets.add_index(BY_UID, uid)

@@ -190,7 +190,7 @@ class StatefulSetController(Controller[Key]):
         self.pods = pods
         self.statefulsets = statefulsets
         self.expectations = Expectations()
-        self.control = PodControl(clock, client, pods)
+        self.control = PodControl(clock, client)
         self.needs(pods, statefulsets)
         pods.add_index(BY_CONTROLLER, controller_uid)
         statefulsets.add_index(BY_UID, uid)
