@@ -19,6 +19,7 @@ from nodeops.sim.cluster.apiclient import (
     ApiClient,
     Obj,
     Resource,
+    paused_gc,
 )
 
 log = logging.getLogger(__name__)
@@ -181,13 +182,14 @@ class Informer:
         failures = 0
         while True:
             try:
-                result = await self.client.list(
-                    self.resource,
-                    self.namespace,
-                    label_selector=self.label_selector,
-                    field_selector=self.field_selector,
-                )
-                self._replace(result.items)
+                with paused_gc:
+                    result = await self.client.list(
+                        self.resource,
+                        self.namespace,
+                        label_selector=self.label_selector,
+                        field_selector=self.field_selector,
+                    )
+                    self._replace(result.items)
                 self.resource_version = result.resource_version
                 self.synced.set()
                 failures = 0
@@ -201,7 +203,8 @@ class Informer:
                 try:
                     async for ev in watch:
                         if ev.type == RELISTED:
-                            self._replace(ev.items or [])
+                            with paused_gc:
+                                self._replace(ev.items or [])
                         elif ev.type == DELETED:
                             self._delete(ev.object)
                         else:
