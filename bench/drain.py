@@ -114,9 +114,12 @@ class SimProcess:
 
     def __exit__(self, *exc: object) -> None:
         if self._proc.is_alive():
-            self._conn.send({"op": "exit"})
-            if self._conn.poll(20):
-                self._conn.recv()
+            try:
+                self._conn.send({"op": "exit"})
+                if self._conn.poll(20):
+                    self._conn.recv()
+            except (EOFError, OSError):
+                pass  # the child is gone already
             self._proc.join(10)
         if self._proc.is_alive():
             self._proc.kill()
@@ -312,12 +315,15 @@ def run_once(
         stats = sim.stop()
     agent = (stats.get("by_agent") or {}).get(TOOL_AGENTS[tool]) or {}
     pairs: dict[str, Obj] = agent.get("by_verb_resource") or {}
+    # Only evictions are ever answered 429 here, and only the tool evicts.
+    refused = int(((stats.get("by_code") or {}).get("429") or {}).get("requests") or 0)
     return {
         "wall_seconds": round(wall, 3),
         "requests": int(agent.get("requests") or 0),
         "requests_by_verb": _by_verb(pairs),
         "requests_by_verb_resource": {k: int(v["requests"]) for k, v in pairs.items()},
-        "output_lines": len(done.stdout.splitlines()),
+        "evictions_refused": refused,
+        "stdout_lines": len(done.stdout.splitlines()),
         "end_state": state,
     }
 
@@ -335,7 +341,16 @@ def summarise(runs: list[Obj]) -> Obj:
         "requests": int(statistics.median(r["requests"] for r in runs)),
         "requests_by_verb": median["requests_by_verb"],
         "requests_by_verb_resource": median["requests_by_verb_resource"],
-        "runs": [{"wall_seconds": r["wall_seconds"], "requests": r["requests"]} for r in runs],
+        "evictions_refused": int(statistics.median(r["evictions_refused"] for r in runs)),
+        "stdout_lines": int(statistics.median(r["stdout_lines"] for r in runs)),
+        "runs": [
+            {
+                "wall_seconds": r["wall_seconds"],
+                "requests": r["requests"],
+                "evictions_refused": r["evictions_refused"],
+            }
+            for r in runs
+        ],
         "end_state": median["end_state"],
         "end_states_identical": all(r["end_state"] == runs[0]["end_state"] for r in runs),
     }

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
 import gc
 import multiprocessing
 import os
@@ -105,12 +106,25 @@ def _rss_bytes(pid: int | str = "self") -> dict[str, int]:
     return out
 
 
-def _cpu_seconds(pid: int | str = "self") -> float:
-    """User + system CPU time of a process."""
-    with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-        fields = fh.read().rpartition(")")[2].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / ticks
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """CPU time and minor page faults of a process so far."""
+
+    cpu_s: float
+    faults: int
+
+    @staticmethod
+    def of(pid: int | str = "self") -> Usage:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            fields = fh.read().rpartition(")")[2].split()
+        ticks = os.sysconf("SC_CLK_TCK")
+        return Usage((int(fields[11]) + int(fields[12])) / ticks, int(fields[7]))
+
+    def since(self, before: Usage) -> dict[str, float]:
+        return {
+            "cpu_s": round(self.cpu_s - before.cpu_s, 3),
+            "page_faults": self.faults - before.faults,
+        }
 
 
 def _node_ip(i: int) -> str:
@@ -200,12 +214,15 @@ def populate(server: Any, params: Params) -> dict[str, Any]:
         raws.append(orjson.dumps(node))
         node_names.append((name, ip))
     store.load(node_rt.storage_key, raws, registry.storage_type(node_rt).field_set)
+    del raws
     log(f"server: {params.nodes} nodes loaded ({time.perf_counter() - started:.1f}s)")
 
     pod_rt = rt_of("", "pods")
     dep_rt = registry.lookup("apps", "v1", "deployments")
     rs_rt = registry.lookup("apps", "v1", "replicasets")
     pod_fields = registry.storage_type(pod_rt).field_set
+    dep_fields = registry.storage_type(dep_rt).field_set
+    rs_fields = registry.storage_type(rs_rt).field_set
     deployments: list[bytes] = []
     replicasets: list[bytes] = []
     batch: list[bytes] = []
@@ -243,17 +260,16 @@ def populate(server: Any, params: Params) -> dict[str, Any]:
                 cloner.clone(rng, cloner.prefix + suffix, node_name, host_ip, _pod_ip(pod_index))
             )
             pod_index += 1
-        if len(batch) >= LOAD_BATCH:
+        d += 1
+        if len(batch) >= LOAD_BATCH or pod_index >= params.pods:
+            # Small batches: what a batch leaves behind when it is freed is soon reused, so the
+            # generator does not fragment the heap the measured RSS includes.
             store.load(pod_rt.storage_key, batch, pod_fields)
-            batch = []
+            store.load(dep_rt.storage_key, deployments, dep_fields)
+            store.load(rs_rt.storage_key, replicasets, rs_fields)
+            batch, deployments, replicasets = [], [], []
             if pod_index % 50_000 < LOAD_BATCH:
                 log(f"server: {pod_index} pods loaded ({time.perf_counter() - started:.1f}s)")
-        d += 1
-    if batch:
-        store.load(pod_rt.storage_key, batch, pod_fields)
-    store.load(dep_rt.storage_key, deployments, registry.storage_type(dep_rt).field_set)
-    store.load(rs_rt.storage_key, replicasets, registry.storage_type(rs_rt).field_set)
-    del batch, deployments, replicasets, raws
     _check_pods(server, params)
     seconds = time.perf_counter() - started
     log(f"server: {pod_index} pods of {d} ReplicaSets loaded in {seconds:.1f}s")
@@ -279,6 +295,16 @@ def _check_pods(server: Any, params: Params) -> None:
             raise RuntimeError(f"bad clone {entry.namespace}/{entry.name}")
         if _PROTO_SUFFIX in meta["name"] or meta["ownerReferences"][0]["kind"] != "ReplicaSet":
             raise RuntimeError(f"bad clone {entry.namespace}/{entry.name}")
+
+
+def _malloc_trim() -> bool:
+    """Return free heap memory to the OS (glibc only); whether that was possible."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):
+        return False
+    return True
 
 
 def _stored_bytes(server: Any) -> dict[str, int]:
@@ -310,25 +336,23 @@ class BenchServer:
         gc.collect()
         rss = _rss_bytes()
         stored = _stored_bytes(self.server)
+        memory: dict[str, Any] = {
+            "baseline_rss_bytes": baseline,
+            "rss_bytes": rss["VmRSS"],
+            "peak_rss_bytes": rss["VmHWM"],
+            "stored_json_bytes": sum(stored.values()),
+            "stored_json_bytes_by_resource": stored,
+        }
+        # Diagnostic: how much of the RSS is memory malloc holds free (fragmentation).
+        trimmed = _malloc_trim()
+        if trimmed:
+            memory["rss_after_malloc_trim_bytes"] = _rss_bytes()["VmRSS"]
         self._make_pool()
-        self.conn.send(
-            {
-                "port": self.server.port,
-                "load": load,
-                "memory": {
-                    "baseline_rss_bytes": baseline,
-                    "rss_bytes": rss["VmRSS"],
-                    "peak_rss_bytes": rss["VmHWM"],
-                    "stored_json_bytes": sum(stored.values()),
-                    "stored_json_bytes_by_resource": stored,
-                },
-            }
-        )
+        self.conn.send({"port": self.server.port, "load": load, "memory": memory})
         loop = asyncio.get_running_loop()
         commands: dict[str, Callable[..., Any]] = {
             "write": self.write_events,
             "patch_rate": self.patch_rate,
-            "watchers": self.watcher_count,
         }
         while True:
             cmd, kwargs = await loop.run_in_executor(None, self.conn.recv)
@@ -357,9 +381,6 @@ class BenchServer:
             if len(self.pool) >= 1000:
                 break
 
-    def watcher_count(self) -> int:
-        return len(self.server.store.bucket(("", "pods")).watchers)
-
     async def write_events(self, count: int, rate: float = 0.0) -> dict[str, Any]:
         """MODIFIED pod events written straight to the store, as fast as watchers take them.
 
@@ -373,7 +394,7 @@ class BenchServer:
         fields = self.server.registry.storage_type(rt).field_set
         bucket = store.bucket(key)
         pool = self.pool
-        cpu0 = _cpu_seconds()
+        usage = Usage.of()
         started = time.time()
         deadline = time.monotonic() + PHASE_TIMEOUT
         written = 0
@@ -405,7 +426,7 @@ class BenchServer:
             "started": started,
             "seconds": seconds,
             "waiting_for_watchers_s": stalled,
-            "server_cpu_s": _cpu_seconds() - cpu0,
+            "server": Usage.of().since(usage),
         }
 
     def patch_rate(self, count: int) -> dict[str, Any]:
@@ -513,24 +534,24 @@ def _mem_available() -> int:
 class ListRun:
     transfer_s: float
     bytes: int
+    server: dict[str, float]
     items: int = 0
     decode_s: float | None = None
-    server_cpu_s: float = 0.0
 
 
 async def full_list(
     session: aiohttp.ClientSession, base: str, server_pid: int, decode: bool
 ) -> ListRun:
     """One unpaginated list of all pods: the whole body read, then optionally decoded."""
-    cpu0 = _cpu_seconds(server_pid)
+    usage = Usage.of(server_pid)
     t0 = time.perf_counter()
     async with session.get(f"{base}/api/v1/pods") as resp:
         resp.raise_for_status()
         body = await resp.read()
-    run = ListRun(time.perf_counter() - t0, len(body), server_cpu_s=_cpu_seconds(server_pid) - cpu0)
+    run = ListRun(time.perf_counter() - t0, len(body), Usage.of(server_pid).since(usage))
     run.items = body.count(b'"kind":"Pod"')
     if decode:
-        # The decoded list holds every pod at once (~90 KB of Python objects a pod); the
+        # The decoded list holds every pod at once (~70 KB of Python objects a pod); the
         # cyclic collector would scan it again and again while it grows, so it is paused for
         # the decode, as a client holding such a list must.
         gc.disable()
@@ -550,7 +571,7 @@ async def paginated_list(
     session: aiohttp.ClientSession, base: str, server_pid: int, limit: int
 ) -> dict[str, Any]:
     """An informer's list: pages of `limit`, each decoded (and dropped) before the next."""
-    cpu0 = _cpu_seconds(server_pid)
+    usage = Usage.of(server_pid)
     transfer = decode = 0.0
     items = pages = size = 0
     token = ""
@@ -586,7 +607,8 @@ async def paginated_list(
         "wall_s": round(wall, 3),
         "objects_per_s_transfer": _rate(items, transfer),
         "objects_per_s_transfer_decode": _rate(items, wall),
-        "server_cpu_s": round(_cpu_seconds(server_pid) - cpu0, 3),
+        "decode_us_per_object": round(decode / max(1, items) * 1e6, 1),
+        "server": Usage.of(server_pid).since(usage),
         "complete": not token,
     }
 
@@ -604,10 +626,10 @@ async def list_phase(
         )
         if run.items != pods:
             raise RuntimeError(f"full list returned {run.items} pods, expected {pods}")
-    # Decoding holds every pod at once; skip it rather than push the machine into swap.
-    need = runs[0].bytes * 12
+    # The decoded list takes ~8 bytes of Python objects per byte of JSON: only decode it when
+    # that fits with room to spare.
     decoded: ListRun | None = None
-    if _mem_available() > need + 2 * 1024**3:
+    if _mem_available() > runs[0].bytes * 10 + 4 * 1024**3:
         decoded = await full_list(session, base, server_pid, decode=True)
         assert decoded.decode_s is not None
         log(
@@ -615,21 +637,22 @@ async def list_phase(
             f"{decoded.decode_s:.2f}s"
         )
     else:
-        log("list: not enough free memory to decode the full list at once; skipped")
+        log("list: not enough free memory to hold the decoded full list; decode skipped")
     gc.collect()
+    n = runs[0].items
     transfer_times = [r.transfer_s for r in runs]
-    best = min(transfer_times)
     median = statistics.median(transfer_times)
     full: dict[str, Any] = {
-        "items": runs[0].items,
+        "items": n,
         "bytes": runs[0].bytes,
-        "bytes_per_object": round(runs[0].bytes / max(1, runs[0].items)),
+        "bytes_per_object": round(runs[0].bytes / max(1, n)),
         "runs": len(runs),
         "transfer_s": [round(t, 3) for t in transfer_times],
-        "objects_per_s_transfer_best": _rate(runs[0].items, best),
-        "objects_per_s_transfer_median": _rate(runs[0].items, median),
+        "objects_per_s_transfer_best": _rate(n, min(transfer_times)),
+        "objects_per_s_transfer_median": _rate(n, median),
         "megabytes_per_s_median": round(runs[0].bytes / median / 1e6, 1),
-        "server_cpu_s_per_list": round(statistics.median(r.server_cpu_s for r in runs), 3),
+        "server_cpu_s_per_list": statistics.median(r.server["cpu_s"] for r in runs),
+        "server_page_faults_per_list": statistics.median(r.server["page_faults"] for r in runs),
     }
     if decoded is not None and decoded.decode_s is not None:
         full |= {
@@ -707,6 +730,7 @@ async def watch_run(
         rv = (await resp.json(loads=orjson.loads))["metadata"]["resourceVersion"]
     streams = [WatchStream(events, decode_every) for _ in range(watchers)]
     responses: list[aiohttp.ClientResponse] = []
+    readers: list[asyncio.Task[None]] = []
     url = f"{base}/api/v1/pods?watch=1&resourceVersion={rv}&timeoutSeconds={int(PHASE_TIMEOUT)}"
     try:
         for _ in range(watchers):
@@ -715,7 +739,7 @@ async def watch_run(
         for r in responses:
             r.raise_for_status()
         client_cpu0 = time.process_time()
-        server_cpu0 = _cpu_seconds(server.pid)
+        usage = Usage.of(server.pid)
         readers = [
             asyncio.create_task(_read_watch(r, s)) for r, s in zip(responses, streams, strict=True)
         ]
@@ -729,8 +753,10 @@ async def watch_run(
             elif task not in done:
                 stream.error = "timed out"
         client_cpu = time.process_time() - client_cpu0
-        server_cpu = _cpu_seconds(server.pid) - server_cpu0
+        server_usage = Usage.of(server.pid).since(usage)
     finally:
+        for task in readers:
+            task.cancel()
         for r in responses:
             r.close()
     started = writer["started"]
@@ -749,14 +775,13 @@ async def watch_run(
         "events_per_s_per_watcher_min": min(rates),
         "events_per_s_per_watcher_median": statistics.median(rates),
         "events_per_s_aggregate": _rate(total, end - started),
-        "megabytes_per_s_aggregate": round(
-            sum(s.bytes for s in streams) / (end - started) / 1e6, 1
-        ),
+        "megabytes_per_s_aggregate": _rate(sum(s.bytes for s in streams) / 1e6, end - started),
         "bytes_per_event": round(sum(s.bytes for s in streams) / max(1, total)),
         "client_decodes": "every event" if decode_every == 1 else f"1 in {decode_every}",
         "latency_samples": len(latencies),
         "latency": _percentiles(latencies),
-        "server_cpu_s": round(server_cpu, 3),
+        "server_cpu_s": server_usage["cpu_s"],
+        "server_page_faults": server_usage["page_faults"],
         "client_cpu_s": round(client_cpu, 3),
     }
     if rate:
