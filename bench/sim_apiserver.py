@@ -551,7 +551,7 @@ async def full_list(
     run = ListRun(time.perf_counter() - t0, len(body), Usage.of(server_pid).since(usage))
     run.items = body.count(b'"kind":"Pod"')
     if decode:
-        # The decoded list holds every pod at once (~70 KB of Python objects a pod); the
+        # The decoded list holds every pod at once (~65 KB of Python objects a pod); the
         # cyclic collector would scan it again and again while it grows, so it is paused for
         # the decode, as a client holding such a list must.
         gc.disable()
@@ -626,10 +626,10 @@ async def list_phase(
         )
         if run.items != pods:
             raise RuntimeError(f"full list returned {run.items} pods, expected {pods}")
-    # The decoded list takes ~8 bytes of Python objects per byte of JSON: only decode it when
+    # The decoded list takes ~7 bytes of Python objects per byte of JSON: only decode it when
     # that fits with room to spare.
     decoded: ListRun | None = None
-    if _mem_available() > runs[0].bytes * 10 + 4 * 1024**3:
+    if _mem_available() > runs[0].bytes * 8 + 2 * 1024**3:
         decoded = await full_list(session, base, server_pid, decode=True)
         assert decoded.decode_s is not None
         log(

@@ -77,12 +77,15 @@ class Classification:
     def ok(self) -> bool:
         return not self.errors
 
-    def error_message(self) -> str:
-        """kubectl's pre-flight error: `cannot delete <reason>: ns/a, ns/b` per reason."""
-        return ", ".join(
+    def error_reasons(self) -> list[str]:
+        """kubectl's pre-flight errors: `cannot delete <reason>: ns/a, ns/b`, one per reason."""
+        return [
             f"cannot delete {reason}: {', '.join(refs)}"
             for reason, refs in _group(self.errors, lambda d: d.error).items()
-        )
+        ]
+
+    def error_message(self) -> str:
+        return ", ".join(self.error_reasons())
 
     def warning_lines(self) -> list[str]:
         return [

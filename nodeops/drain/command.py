@@ -116,7 +116,7 @@ class _Printer:
         self.status = ""
 
     def line(self, text: str) -> None:
-        self._clear()
+        self.clear()
         print(text, file=self.out, flush=True)
 
     def progress(self, progress: DrainProgress) -> None:
@@ -127,12 +127,12 @@ class _Printer:
         order = "" if plan.min_order is None else f"order {plan.min_order}: "
         first = next(iter(blocking.items()), None)
         why = f" — {first[0]}: {first[1]}" if first else ""
-        self._clear()
+        self.clear()
         self.status = f"{order}{len(blocking)} pod(s) pending{why}"[:200]
         self.err.write(self.status)
         self.err.flush()
 
-    def _clear(self) -> None:
+    def clear(self) -> None:
         if self.tty and self.status:
             self.err.write("\r" + " " * len(self.status) + "\r")
             self.status = ""
@@ -168,8 +168,9 @@ async def _drain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     def evicting(pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
-        printer.line(f"evicting pod {meta['namespace']}/{meta['name']}{printer.suffix}")
         evicted.append(meta["name"])
+        if not options.disable_eviction:  # kubectl's delete path only reports deletions
+            printer.line(f"evicting pod {meta['namespace']}/{meta['name']}{printer.suffix}")
 
     async with await _client(args) as client:
         drainer = Drainer(client, options, on_progress=printer.progress, on_evicting=evicting)
@@ -183,12 +184,16 @@ async def _drain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             print(f"Error from server (NotFound): {exc.message}", file=err)
             return 1
         except (DrainError, InvalidRule, errors.KubeError) as exc:
-            printer.line("")
+            printer.clear()
+            reasons = exc.reasons if isinstance(exc, DrainError) else [str(exc)]
+            summary = reasons[0] if len(reasons) == 1 else f"[{', '.join(reasons)}]"
             print(
-                f'error: unable to drain node "{args.node}" due to error: {exc}, continuing '
-                f"command...\nThere are pending nodes to be drained:\n {args.node}\n{exc}",
+                f'error: unable to drain node "{args.node}" due to error: {summary}, continuing '
+                f"command...\nThere are pending nodes to be drained:\n {args.node}",
                 file=err,
             )
+            for reason in reasons:
+                print(reason, file=err)
             return 1
         for warning in result.warnings:
             print(f"Warning: {warning}", file=err)

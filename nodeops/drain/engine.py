@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -25,6 +23,7 @@ from typing import Any
 
 import structlog
 
+from nodeops.drain.budgets import BudgetGate
 from nodeops.drain.classify import (
     Classification,
     Decision,
@@ -32,8 +31,9 @@ from nodeops.drain.classify import (
     classify,
     daemonset_of,
 )
+from nodeops.drain.errors import DrainError, DrainTimeout, PreflightError
 from nodeops.drain.options import DAEMONSET_DRAIN_TAINT, DrainOptions
-from nodeops.drain.plan import Plan, make_plan, report
+from nodeops.drain.plan import Plan, budget_wait, make_plan, report
 from nodeops.drain.rules import load_rules
 from nodeops.kube import errors
 from nodeops.kube import objects as o
@@ -45,14 +45,6 @@ from nodeops.kube.resources import DAEMONSETS, NAMESPACES, NODES, PDBS, PODS
 log = structlog.get_logger(__name__)
 
 Obj = dict[str, Any]
-
-
-class DrainError(Exception):
-    """The drain cannot go on (pre-flight refusal, a failed eviction, a timeout)."""
-
-
-class DrainTimeout(DrainError):
-    pass
 
 
 @dataclass
@@ -124,18 +116,29 @@ class Drainer:
         return node, True
 
     async def _taint_for_daemonsets(self, node: Obj) -> None:
-        """Keep DaemonSet pods from coming back while they are stopped in order."""
-        taints = list((node.get("spec") or {}).get("taints") or [])
-        if any(t.get("key") == DAEMONSET_DRAIN_TAINT for t in taints):
-            return
-        taints.append({"key": DAEMONSET_DRAIN_TAINT, "effect": "NoSchedule"})
-        rv = o.meta(node).get("resourceVersion")
-        await self.client.patch(
-            NODES,
-            o.name(node),
-            {"metadata": {"resourceVersion": rv}, "spec": {"taints": taints}},
-            patch_type="merge",
-        )
+        """Keep DaemonSet pods from coming back while they are stopped in order.
+
+        Taints are one atomic list that the node lifecycle controller writes too (it mirrors
+        the cordon right after it), so the write is guarded by resourceVersion and redone on
+        the current node after a conflict, never blindly overwriting someone else's taint.
+        """
+        for _ in range(10):
+            taints = list((node.get("spec") or {}).get("taints") or [])
+            if any(t.get("key") == DAEMONSET_DRAIN_TAINT for t in taints):
+                return
+            taints.append({"key": DAEMONSET_DRAIN_TAINT, "effect": "NoSchedule"})
+            rv = o.meta(node).get("resourceVersion")
+            try:
+                await self.client.patch(
+                    NODES,
+                    o.name(node),
+                    {"metadata": {"resourceVersion": rv}, "spec": {"taints": taints}},
+                    patch_type="merge",
+                )
+                return
+            except errors.Conflict:
+                node = await self.client.get(NODES, o.name(node))
+        raise DrainError(f"could not taint node {o.name(node)}: it kept changing")
 
     # ------------------------------------------------------------------ classification
 
@@ -184,7 +187,7 @@ class Drainer:
         cache = _LookupCache()
         classification = await self._classify(node, pods, cache)
         if not classification.ok:
-            raise DrainError(classification.error_message())
+            raise PreflightError(*classification.error_reasons())
         plan = make_plan(classification)
         failures: dict[str, str] = {}
         sem = asyncio.Semaphore(self.options.max_in_flight)
@@ -234,8 +237,6 @@ class Drainer:
         grace = self.options.grace_period if self.options.grace_period >= 0 else None
         pre = {"uid": o.uid(pod)}
         server_dry = self.options.dry_run == "server"
-        if self.on_evicting is not None:
-            self.on_evicting(pod)
         if self.options.dry_run == "client":
             return None
         try:
@@ -334,7 +335,8 @@ class _Run:
             on_update=lambda _old, _new: self.changed.set(),
             on_delete=lambda _: self.changed.set(),
         )
-        self.pdbs: Informer | None = None
+        self.pdbs = Informer(drainer.client, PDBS)
+        self.budgets = BudgetGate(self.pdbs)
         self.failures: dict[str, str] = {}
         self.in_flight: dict[str, asyncio.Task[None]] = {}
         self.attempted: dict[str, str] = {}  # ref -> uid we evicted
@@ -342,9 +344,6 @@ class _Run:
         self.fatal: DrainError | None = None
         self.sem = asyncio.Semaphore(self.options.max_in_flight)
         self.last_message = ""
-        # Evictions refused by a budget wait on that budget: when it allows N more
-        # disruptions, N of them (oldest first) try again, not every refused pod.
-        self.budget_waiters: dict[tuple[str, str], deque[asyncio.Event]] = {}
 
     async def close(self) -> None:
         for task in self.in_flight.values():
@@ -353,24 +352,27 @@ class _Run:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         await self.pods.stop()
-        if self.pdbs is not None:
-            await self.pdbs.stop()
+        await self.pdbs.stop()
 
     def _remaining(self) -> float | None:
         return None if self.deadline is None else self.deadline - time.monotonic()
 
     async def execute(self, node: Obj) -> DrainResult:
         self.pods.start()
+        self.pdbs.start()
         await self._wait_for(self.pods.wait_synced())
+        await self._wait_for(self.pdbs.wait_synced())
         classification = await self.d._classify(node, self.pods.objects(), self.cache)
         if not classification.ok:
-            raise DrainError(classification.error_message())
+            raise PreflightError(*classification.error_reasons())
         warnings = classification.warning_lines()
         self.d._event(node, NORMAL, "Draining", "Drain", "draining node")
         started = time.monotonic()
         if self.options.dry_run != "none":
             plan = make_plan(classification)
-            for d in plan.pending:
+            for d in plan.evict_now + plan.evict_later:
+                if self.d.on_evicting is not None:
+                    self.d.on_evicting(d.pod)
                 await self.d._evict_once(d.pod)
                 self.evicted.append(d.ref)
             return self._result(classification, warnings, started)
@@ -379,7 +381,7 @@ class _Run:
             pods = self.pods.objects()
             classification = await self.d._classify(node, pods, self.cache)
             if not classification.ok:
-                raise DrainError(classification.error_message())
+                raise PreflightError(*classification.error_reasons())
             plan = make_plan(classification)
             self._progress(plan, classification)
             if self.fatal is not None:
@@ -392,7 +394,7 @@ class _Run:
             await self.d._force_delete_stuck(plan)
             remaining = self._remaining()
             if remaining is not None and remaining <= 0:
-                raise DrainTimeout(self._timeout_message(plan))
+                raise DrainTimeout(*self._timeout_reasons(plan))
             wake = 1.0 if self.options.force_delete_stuck else None
             if remaining is not None:
                 wake = remaining if wake is None else min(wake, remaining)
@@ -433,7 +435,7 @@ class _Run:
         t = self.options.timeout
         return f"{int(t)}s" if t == int(t) else f"{t}s"
 
-    def _timeout_message(self, plan: Plan) -> str:
+    def _timeout_reasons(self, plan: Plan) -> list[str]:
         parts = [
             f'error when waiting for pod "{o.name(d.pod)}" in namespace "{o.namespace(d.pod)}" '
             f"to terminate: global timeout reached: {self._fmt_timeout()}"
@@ -445,7 +447,7 @@ class _Run:
             + (f" ({self.failures[d.ref]})" if d.ref in self.failures else "")
             for d in plan.evict_now
         ]
-        return "; ".join(parts) or f"global timeout reached: {self._fmt_timeout()}"
+        return parts or [f"global timeout reached: {self._fmt_timeout()}"]
 
     def _progress(self, plan: Plan, classification: Classification) -> None:
         message = report(plan, started_at=self.started_at, failures=self.failures)
@@ -464,39 +466,40 @@ class _Run:
                 )
             )
 
-    def _ensure_pdb_watch(self) -> Informer:
-        if self.pdbs is None:
-            self.pdbs = Informer(self.d.client, PDBS)
-            self.pdbs.add_handler(on_add=self._pdb_changed, on_update=self._pdb_updated)
-            self.pdbs.start()
-        return self.pdbs
-
-    def _pdb_updated(self, _old: Obj, new: Obj) -> None:
-        self._pdb_changed(new)
-
-    def _pdb_changed(self, pdb: Obj) -> None:
-        allowed = int((pdb.get("status") or {}).get("disruptionsAllowed") or 0)
-        waiters = self.budget_waiters.get((o.namespace(pdb), o.name(pdb)))
-        while waiters and allowed > 0:
-            waiters.popleft().set()
-            allowed -= 1
-
     async def _evict(self, d: Decision) -> None:
-        """Evict one pod, retrying refusals when its budget frees up (or after a backoff)."""
+        """Evict one pod once its budget allows; retry refusals when the budget changes."""
         delay = self.options.retry_initial
         uid = o.uid(d.pod)
+        announced = False
         try:
             while True:
                 current = self.pods.get(o.name(d.pod), o.namespace(d.pod))
                 if current is None or o.uid(current) != uid:
                     return
-                async with self.sem:
-                    try:
-                        refusal = await self.d._evict_once(current)
-                    except DrainError as exc:
-                        self.fatal = exc
+                budget = self.budgets.budget_for(current)
+                if budget is not None and self.budgets.tokens(budget) <= 0:
+                    if d.ref not in self.failures:
+                        self.failures[d.ref] = budget_wait(*budget)
                         self.changed.set()
-                        return
+                if budget is not None and not await self.budgets.acquire(
+                    budget, self.options.retry_max
+                ):
+                    continue  # still no room: look at the pod again, then keep waiting
+                approved = False
+                try:
+                    async with self.sem:
+                        if not announced and self.d.on_evicting is not None:
+                            self.d.on_evicting(current)
+                        announced = True
+                        refusal = await self.d._evict_once(current)
+                    approved = refusal is None
+                except DrainError as exc:
+                    self.fatal = exc
+                    self.changed.set()
+                    return
+                finally:
+                    if budget is not None:
+                        self.budgets.release(budget, o.name(current) if approved else None)
                 if refusal is None:
                     self.failures.pop(d.ref, None)
                     self.attempted[d.ref] = uid
@@ -507,31 +510,10 @@ class _Run:
                     self.d._event(current, WARNING, "EvictionBlocked", "Evict", refusal)
                 self.failures[d.ref] = refusal
                 self.changed.set()
-                await self._wait_for_budget(o.namespace(current), refusal, delay)
-                delay = min(self.options.retry_max, delay * 2)
+                if budget is not None:
+                    await self.budgets.wait_change(self.options.retry_max)
+                else:
+                    await asyncio.sleep(delay)
+                    delay = min(self.options.retry_max, delay * 2)
         finally:
             self.in_flight.pop(d.ref, None)
-
-    async def _wait_for_budget(self, namespace: str, refusal: str, delay: float) -> None:
-        match = _BUDGET_NAME.search(refusal)
-        if match is None:
-            await asyncio.sleep(delay)
-            return
-        self._ensure_pdb_watch()
-        key = (namespace, match.group(1))
-        wake = asyncio.Event()
-        waiters = self.budget_waiters.setdefault(key, deque())
-        waiters.append(wake)
-        pdb = self.pdbs.get(key[1], namespace) if self.pdbs is not None else None
-        if pdb is not None:
-            self._pdb_changed(pdb)
-        try:
-            await asyncio.wait_for(wake.wait(), self.options.retry_max)
-        except TimeoutError:
-            pass
-        finally:
-            if wake in waiters:
-                waiters.remove(wake)
-
-
-_BUDGET_NAME = re.compile(r"[Tt]he disruption budget (\S+) ")

@@ -17,6 +17,12 @@ from nodeops.kube import objects as o
 _LIST_LIMIT = 3
 _FAILURE_LIMIT = 5
 PDB_PREFIX = "Cannot evict pod as it would violate the pod's disruption budget."
+BUDGET_WAIT_PREFIX = "waiting for PodDisruptionBudget "
+
+
+def budget_wait(namespace: str, name: str) -> str:
+    """Why a pod is not being evicted yet: its budget allows no disruption right now."""
+    return f"{BUDGET_WAIT_PREFIX}{namespace}/{name} to allow a disruption"
 
 
 @dataclass
@@ -73,6 +79,9 @@ def make_plan(classification: Classification) -> Plan:
             plan.evict_now.append(d)
         else:
             plan.evict_later.append(d)
+    # What comes later is listed (and, dry run, evicted) in the order it will go.
+    plan.evict_later.sort(key=lambda d: (d.order, d.ref))
+    plan.wait_completed_later.sort(key=lambda d: (d.order, d.ref))
     return plan
 
 
@@ -90,6 +99,8 @@ def _pods(decisions: Sequence[Decision]) -> str:
 
 def failure_text(message: str) -> str:
     """How a refused eviction reads in the report (Cluster API's wording)."""
+    if message.startswith(BUDGET_WAIT_PREFIX):
+        return message
     if message.startswith(PDB_PREFIX):
         return "cannot evict pod" + message[len("Cannot evict pod") :]
     return f"failed to evict Pod, {message}"

@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any
 
+from nodeops.drain.errors import VolumeDetachTimeout
 from nodeops.kube import objects as o
 from nodeops.kube.client import Client
 from nodeops.kube.informer import Informer
@@ -23,10 +24,6 @@ from nodeops.kube.resources import (
 )
 
 Obj = dict[str, Any]
-
-
-class VolumeDetachTimeout(Exception):
-    pass
 
 
 def _pv_ids(pv: Obj) -> set[str]:

@@ -9,6 +9,7 @@ hangs silently. Failures become typed exceptions carrying the server's `Status`.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import ssl
@@ -70,6 +71,7 @@ class Client:
         self._bucket = TokenBucket(qps if qps > 0 else math.inf, burst)
         self._session: aiohttp.ClientSession | None = None
         self._eviction_version: str | None = None
+        self._discovery_lock = asyncio.Lock()
 
     # ------------------------------------------------------------------ construction
 
@@ -435,14 +437,15 @@ class Client:
 
     async def eviction_version(self) -> str:
         """`policy/v1` when the server serves it, else `policy/v1beta1` (from discovery)."""
-        if self._eviction_version is None:
-            doc = await self.request("GET", "/api/v1")
-            version = "v1"
-            for r in doc.get("resources") or []:
-                if r.get("name") == "pods/eviction":
-                    version = r.get("version") or "v1"
-            self._eviction_version = version
-        return self._eviction_version
+        async with self._discovery_lock:  # one discovery for many concurrent evictions
+            if self._eviction_version is None:
+                doc = await self.request("GET", "/api/v1")
+                version = "v1"
+                for r in doc.get("resources") or []:
+                    if r.get("name") == "pods/eviction":
+                        version = r.get("version") or "v1"
+                self._eviction_version = version
+            return self._eviction_version
 
     async def evict(
         self,
@@ -469,9 +472,7 @@ class Client:
         if options:
             body["deleteOptions"] = options
         params = {"dryRun": "All"} if dry_run else None
-        await self.request(
-            "POST", PODS.path(namespace, name, "eviction"), params=params, body=body
-        )
+        await self.request("POST", PODS.path(namespace, name, "eviction"), params=params, body=body)
 
     async def discover(self, group_version: str) -> dict[str, Any]:
         path = f"/api/{group_version}" if "/" not in group_version else f"/apis/{group_version}"

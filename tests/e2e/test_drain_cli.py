@@ -250,11 +250,6 @@ def test_stdout_of_a_drain_is_exactly_kubectls(sim_cluster: Path) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a refused drain prints a blank line on stdout before kubectl's error text "
-    "(nodeops/drain/command.py prints an empty line to clear the status line)",
-)
 def test_stdout_of_a_refused_drain_is_exactly_kubectls(sim_cluster: Path) -> None:
     bare_pod(sim_cluster, "bare", "node-0")
     done = run(sim_cluster, "drain", "node-0", "--ignore-daemonsets")

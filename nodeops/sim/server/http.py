@@ -138,6 +138,7 @@ class ApiHttp:
         req = parse_resource_path(request.method, request.path, request.query)
         resource = req.plural + ("/" + req.subresource if req.subresource else "") if req else ""
         verb = req.verb if req else request.method.lower()
+        agent = request.headers.get("User-Agent", "")
         code = 500
         try:
             user = self._authenticate(request)
@@ -153,19 +154,17 @@ class ApiHttp:
                 response = self._non_resource(request)
             else:
                 response = await self._resource(request, req)
-            code = response.status
+            # A watch that streamed was counted when it started (it may stream for minutes).
+            code = -1 if verb == "watch" and response.status == 200 else response.status
             return response
         except errors.ApiError as exc:
             code = exc.code
             return self._error(exc)
         finally:
-            self.stats.record(
-                verb,
-                resource or request.path,
-                code,
-                request.headers.get("User-Agent", ""),
-                time.perf_counter() - started,
-            )
+            if code != -1:
+                self.stats.record(
+                    verb, resource or request.path, code, agent, time.perf_counter() - started
+                )
 
     def _authenticate(self, request: web.Request) -> UserInfo:
         if self.authn is None:
@@ -563,6 +562,7 @@ class ApiHttp:
                 for ev in events:
                     watcher.offer(ev)
                 bucket.watchers.add(watcher)
+        self.stats.record("watch", rt.plural, 200, request.headers.get("User-Agent", ""), 0.0)
         try:
             await resp.prepare(request)
         except ConnectionResetError:
