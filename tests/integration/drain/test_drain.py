@@ -145,7 +145,7 @@ def bare_pod(name: str, node: str, **extra: Any) -> dict[str, Any]:
 
 
 async def test_drain_evicts_everything_and_cordons(cluster: Any) -> None:
-    sim, client, _ = cluster
+    _, client, _ = cluster
     await create_on(client, "node-0", deployment("web", 3))
     progress: list[DrainProgress] = []
     drainer = Drainer(client, DrainOptions(timeout=60), on_progress=progress.append)
@@ -240,7 +240,7 @@ async def test_pod_selector_dry_run_and_disable_eviction(cluster: Any) -> None:
         result = await Drainer(
             client,
             DrainOptions(dry_run=mode),
-            on_evicting=lambda p: seen.append(p["metadata"]["name"]),
+            on_evicting=lambda p, seen=seen: seen.append(p["metadata"]["name"]),
         ).drain("node-0")
         assert sorted(seen) == sorted(before) and len(result.evicted) == 4
         assert {p["metadata"]["name"] for p in await pods_on(client, "node-0")} == before
@@ -257,7 +257,7 @@ async def test_pod_selector_dry_run_and_disable_eviction(cluster: Any) -> None:
 
 
 async def test_pdb_blocks_then_unblocks_as_replacements_become_ready(cluster: Any) -> None:
-    sim, client, monitor = cluster
+    _, client, monitor = cluster
     await create_on(client, "node-0", deployment("api", 4))
     await client.create(PDBS, pdb("api", "api", minAvailable=3), NS)
     monitor.watch("api", min_available=3)
@@ -300,7 +300,7 @@ async def test_timeout_reports_blocked_pods(cluster: Any) -> None:
 
 
 async def test_order_by_rules_labels_and_priorities(cluster: Any) -> None:
-    sim, client, _ = cluster
+    _, client, _ = cluster
     from nodeops.api.crd import all_crds
     from nodeops.kube.resources import CRDS, NODEDRAINRULES
 

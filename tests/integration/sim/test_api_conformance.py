@@ -317,7 +317,7 @@ async def test_graceful_pod_deletion_and_finalizers(api: Api) -> None:
     await api.post(f"{NS}/configmaps", cm)
     status, held = await api.delete(f"{NS}/configmaps/f")
     assert status == 200 and held["metadata"]["deletionTimestamp"]
-    status, still = await api.get(f"{NS}/configmaps/f")
+    status, _ = await api.get(f"{NS}/configmaps/f")
     assert status == 200
     await api.patch(f"{NS}/configmaps/f", {"metadata": {"finalizers": None}})
     status, _ = await api.get(f"{NS}/configmaps/f")
@@ -470,7 +470,7 @@ async def test_custom_resources(api: Api) -> None:
         "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com"
     )
     assert status == 200
-    status, gone = await api.get(base)
+    status, _ = await api.get(base)
     assert status == 404
 
 

@@ -161,7 +161,7 @@ async def test_drain_blocked_by_pdb(cluster: tuple[SimCluster, Path]) -> None:
         return out.strip() == "4"
 
     await wait_for(pdb_current)
-    code, out, err = await kubectl(kc, "drain", "node-0", "--timeout=3s")
+    code, _, err = await kubectl(kc, "drain", "node-0", "--timeout=3s")
     assert code != 0
     assert "Cannot evict pod as it would violate the pod's disruption budget" in err
     assert "global timeout reached: 3s" in err or "timed out" in err
