@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 import structlog
 
+from nodeops.common.jsonbytes import dumps_exact
 from nodeops.kube import errors
 from nodeops.kube.client import Client
 from nodeops.kube.metrics import INFORMER_LISTS, INFORMER_OBJECTS, INFORMER_WATCH_RESTARTS
@@ -244,7 +245,7 @@ class Informer:
     def _store(self, obj: Obj) -> tuple[str, bytes | None]:
         key = object_key(obj)
         old = self._items.get(key)
-        self._items[key] = _compact(orjson.dumps(obj))
+        self._items[key] = dumps_exact(obj)
         self._index(key, obj)
         return key, old
 
@@ -503,17 +504,6 @@ def _no_cyclic_gc() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
-
-
-def _compact(raw: bytes) -> bytes:
-    """An exactly-sized copy of `raw`.
-
-    orjson grows its output buffer by doubling and shrinks it in place at the end, which leaves
-    a free tail after every object that later, larger objects cannot use: kept for the life of
-    the cache, that fragmentation costs about half again the JSON's size. Copying into a fresh
-    allocation lets the next encode reuse the whole buffer instead.
-    """
-    return bytes(memoryview(raw))
 
 
 def _release_free_memory() -> None:

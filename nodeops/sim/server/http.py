@@ -42,7 +42,7 @@ from nodeops.sim.server.tables import to_table
 
 _TRUE = frozenset({"1", "t", "T", "true", "TRUE", "True"})
 _JSON = "application/json"
-_LIST_CHUNK = 2000
+_WRITE_PIECE = 128 * 1024
 _NON_RESOURCE_OK = ("/healthz", "/livez", "/readyz")
 
 
@@ -483,15 +483,25 @@ class ApiHttp:
         )
         encoder = self.registry.encoder(rt)
         raws = [encoder(e.raw) if encoder else e.raw for e in result.entries]
-        if len(raws) <= _LIST_CHUNK:
+        size = len(head) + sum(map(len, raws)) + max(0, len(raws) - 1) + 2
+        if size <= _WRITE_PIECE:
             return self._raw(head + b",".join(raws) + b"]}")
+        # Large bodies go out in pieces of about _WRITE_PIECE with a Content-Length: no
+        # multi-megabyte joins (each costs page faults on first touch) and no chunked framing.
         resp = web.StreamResponse(headers={"Content-Type": _JSON})
+        resp.content_length = size
         await resp.prepare(request)
         await resp.write(head)
-        for i in range(0, len(raws), _LIST_CHUNK):
-            chunk = b",".join(raws[i : i + _LIST_CHUNK])
-            await resp.write(chunk if i == 0 else b"," + chunk)
-        await resp.write(b"]}")
+        piece: list[bytes] = []
+        piece_size = 0
+        for i, raw in enumerate(raws):
+            piece.append(raw if i == 0 else b"," + raw)
+            piece_size += len(raw)
+            if piece_size >= _WRITE_PIECE:
+                await resp.write(b"".join(piece))
+                piece, piece_size = [], 0
+        piece.append(b"]}")
+        await resp.write(b"".join(piece))
         await resp.write_eof()
         return resp
 
@@ -594,12 +604,13 @@ class ApiHttp:
                 if watcher.pending:
                     lines = list(watcher.pending)
                     watcher.pending.clear()
-                    if max_events is not None and sent + len(lines) >= max_events:
+                    cut = max_events is not None and sent + len(lines) >= max_events
+                    if cut and max_events is not None:
                         lines = lines[: max(0, max_events - sent)]
-                        await resp.write(b"".join(lines))
-                        break
                     sent += len(lines)
-                    await resp.write(b"".join(lines))
+                    await _write_pieces(resp, lines)
+                    if cut:
+                        break
                 if watcher.closed:
                     break
                 if bookmarks and time.monotonic() >= next_bookmark:
@@ -629,3 +640,17 @@ def reg_patch_scale(current: dict[str, Any], ptype: str, patch: Any) -> Any:
     if ptype == "json":
         return apply_json_patch(current, patch)
     return apply_merge_patch(current, patch)
+
+
+async def _write_pieces(resp: web.StreamResponse, lines: list[bytes]) -> None:
+    """Write a lagging watcher's backlog in pieces, not as one multi-megabyte buffer."""
+    piece: list[bytes] = []
+    size = 0
+    for line in lines:
+        piece.append(line)
+        size += len(line)
+        if size >= _WRITE_PIECE:
+            await resp.write(b"".join(piece))
+            piece, size = [], 0
+    if piece:
+        await resp.write(b"".join(piece))

@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from nodeops.common.jsonbytes import dumps_exact
 from nodeops.common.selectors import FieldSelector, LabelSelector
 
 Transform = Callable[[bytes], bytes]
@@ -258,7 +259,7 @@ class Store:
         meta = obj["metadata"]
         meta["resourceVersion"] = str(rv)
         return Entry(
-            orjson.dumps(obj),
+            dumps_exact(obj),
             rv,
             meta.get("namespace") or "",
             meta["name"],
