@@ -164,22 +164,37 @@ async def _drain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"error: {exc}", file=err)
         return 1
     printer = _Printer(out, err, options.dry_run)
-    evicted: list[str] = []
 
     def evicting(pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
-        evicted.append(meta["name"])
         if not options.disable_eviction:  # kubectl's delete path only reports deletions
             printer.line(f"evicting pod {meta['namespace']}/{meta['name']}{printer.suffix}")
 
     async with await _client(args) as client:
-        drainer = Drainer(client, options, on_progress=printer.progress, on_evicting=evicting)
+
+        def gone(pod: dict[str, Any]) -> None:
+            verb = "deleted" if options.disable_eviction else "evicted"
+            printer.line(f"pod/{pod['metadata']['name']} {verb}")
+
+        def warn(warnings: list[str]) -> None:
+            if warnings:  # kubectl prints them before evicting, one line
+                printer.clear()
+                print(f"Warning: {'; '.join(warnings)}", file=err, flush=True)
+
+        drainer = Drainer(
+            client,
+            options,
+            on_progress=printer.progress,
+            on_evicting=evicting,
+            on_gone=gone,
+            on_warnings=warn,
+        )
         try:
             node, changed = await drainer.cordon(args.node)
             printer.line(
                 f"node/{args.node} {'cordoned' if changed else 'already cordoned'}{printer.suffix}"
             )
-            result = await drainer.drain(args.node, node)
+            await drainer.drain(args.node, node)
         except errors.NotFound as exc:
             print(f"Error from server (NotFound): {exc.message}", file=err)
             return 1
@@ -195,13 +210,6 @@ async def _drain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             for reason in reasons:
                 print(reason, file=err)
             return 1
-        for warning in result.warnings:
-            print(f"Warning: {warning}", file=err)
-        if options.dry_run == "none":
-            for name in result.evicted:
-                printer.line(f"pod/{name.split('/')[-1]} evicted")
-            for name in result.deleted:
-                printer.line(f"pod/{name.split('/')[-1]} deleted")
         printer.line(f"node/{args.node} drained{printer.suffix}")
     return 0
 

@@ -89,12 +89,16 @@ class Drainer:
         events: EventRecorder | None = None,
         on_progress: ProgressCallback | None = None,
         on_evicting: Callable[[Obj], None] | None = None,
+        on_gone: Callable[[Obj], None] | None = None,
+        on_warnings: Callable[[list[str]], None] | None = None,
     ) -> None:
         self.client = client
         self.options = options or DrainOptions()
         self.events = events
         self.on_progress = on_progress
         self.on_evicting = on_evicting
+        self.on_gone = on_gone  # an evicted pod is gone from the node
+        self.on_warnings = on_warnings  # the pre-flight passed with these warnings
         self._log = log
 
     # ------------------------------------------------------------------ cordon
@@ -333,7 +337,7 @@ class _Run:
         self.pods.add_handler(
             on_add=lambda _: self.changed.set(),
             on_update=lambda _old, _new: self.changed.set(),
-            on_delete=lambda _: self.changed.set(),
+            on_delete=self._pod_deleted,
         )
         self.pdbs = Informer(drainer.client, PDBS)
         self.budgets = BudgetGate(self.pdbs)
@@ -344,6 +348,11 @@ class _Run:
         self.fatal: DrainError | None = None
         self.sem = asyncio.Semaphore(self.options.max_in_flight)
         self.last_message = ""
+
+    def _pod_deleted(self, pod: Obj) -> None:
+        self.changed.set()
+        if self.d.on_gone is not None and self.attempted.get(o.ref(pod)) == o.uid(pod):
+            self.d.on_gone(pod)
 
     async def close(self) -> None:
         for task in self.in_flight.values():
@@ -366,6 +375,8 @@ class _Run:
         if not classification.ok:
             raise PreflightError(*classification.error_reasons())
         warnings = classification.warning_lines()
+        if self.d.on_warnings is not None:
+            self.d.on_warnings(warnings)
         self.d._event(node, NORMAL, "Draining", "Drain", "draining node")
         started = time.monotonic()
         if self.options.dry_run != "none":
