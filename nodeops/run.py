@@ -14,10 +14,11 @@ import signal
 import socket
 import sys
 import uuid
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings.exceptions import SettingsError
 
 EXIT_CONFIG = 2
 
@@ -28,7 +29,8 @@ class RunSettings(BaseSettings):
     kubeconfig: str | None = None
     context: str | None = None
     namespace: str = "nodeops-system"
-    controllers: list[str] = Field(default_factory=list)
+    # Comma-separated in flags and environment alike (not JSON).
+    controllers: Annotated[list[str], NoDecode] = Field(default_factory=list)
     leader_elect: bool = False
     leader_election_id: str = "nodeops-leader"
     leader_election_namespace: str | None = None
@@ -141,6 +143,9 @@ def run_from_args(args: Any) -> int:
         settings = settings_from_args(args)
     except ValidationError as exc:
         print(f"nodeops run: {_describe(exc)}", file=sys.stderr)
+        return EXIT_CONFIG
+    except SettingsError as exc:
+        print(f"nodeops run: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     from nodeops.kube.logging import configure
 

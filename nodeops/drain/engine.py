@@ -201,6 +201,7 @@ class Drainer:
                 outcome = await self._evict_once(d.pod)
                 if outcome is not None:
                     failures[d.ref] = outcome
+                    self._event(d.pod, WARNING, "EvictionBlocked", "Evict", outcome)
 
         await asyncio.gather(*(one(d) for d in plan.evict_now))
         await self._force_delete_stuck(plan)

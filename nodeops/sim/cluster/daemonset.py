@@ -13,11 +13,9 @@ from typing import Any
 
 from nodeops.sim.clock import Clock
 from nodeops.sim.cluster.apiclient import DAEMONSETS, ApiClient, Obj
-from nodeops.sim.cluster.indexes import BY_CONTROLLER, BY_UID, controller_ref, controller_uid, uid
-from nodeops.sim.cluster.informer import Informer, Key, key_of
+from nodeops.sim.cluster.informer import Informer, Key
+from nodeops.sim.cluster.owned import OwnerController
 from nodeops.sim.cluster.podcontrol import (
-    Expectations,
-    PodControl,
     available_after,
     int_or_percent,
     is_available,
@@ -25,7 +23,6 @@ from nodeops.sim.cluster.podcontrol import (
     write_status,
 )
 from nodeops.sim.cluster.podstatus import pod_ready
-from nodeops.sim.cluster.runtime import Controller
 from nodeops.sim.cluster.scheduling import (
     NO_EXECUTE,
     NO_SCHEDULE,
@@ -285,8 +282,9 @@ def _node_signature(node: Mapping[str, Any]) -> tuple[Any, ...]:
     )
 
 
-class DaemonSetController(Controller[Key]):
+class DaemonSetController(OwnerController):
     name = "daemonset"
+    owner_kind = "DaemonSet"
 
     def __init__(
         self,
@@ -298,51 +296,24 @@ class DaemonSetController(Controller[Key]):
         *,
         workers: int = 2,
     ) -> None:
-        super().__init__(clock, workers=workers)
-        self.client = client
-        self.pods = pods
+        super().__init__(clock, client, pods, daemonsets, workers=workers)
         self.nodes = nodes
-        self.daemonsets = daemonsets
-        self.expectations = Expectations()
-        self.control = PodControl(clock, client)
-        self.needs(pods, nodes, daemonsets)
-        pods.add_index(BY_CONTROLLER, controller_uid)
-        daemonsets.add_index(BY_UID, uid)
-        daemonsets.add_handler(self._on_ds)
-        pods.add_handler(self._on_pod)
+        self.needs(nodes)
         nodes.add_handler(self._on_node)
-
-    def _on_ds(self, old: Obj | None, new: Obj | None) -> None:
-        obj = new if new is not None else old
-        assert obj is not None
-        if new is None:
-            self.expectations.forget((obj.get("metadata") or {}).get("uid") or "")
-        self.queue.add(key_of(obj))
-
-    def _on_pod(self, old: Obj | None, new: Obj | None) -> None:
-        obj = new if new is not None else old
-        assert obj is not None
-        ref = controller_ref(obj)
-        if ref is None or ref.get("kind") != "DaemonSet":
-            return
-        owner_uid = str(ref.get("uid"))
-        self.expectations.observe(old, new, owner_uid)
-        for ds in self.daemonsets.by_index(BY_UID, owner_uid):
-            self.queue.add(key_of(ds))
 
     def _on_node(self, old: Obj | None, new: Obj | None) -> None:
         if old is not None and new is not None and _node_signature(old) == _node_signature(new):
             return
-        for key in self.daemonsets.store:
+        for key in self.owners.store:
             self.queue.add(key)
 
     async def reconcile(self, key: Key) -> float | None:
-        ds = self.daemonsets.store.get(key)
+        ds = self.owners.store.get(key)
         if ds is None:
             return None
         meta = ds.get("metadata") or {}
         ds_uid = meta.get("uid") or ""
-        pods = self.pods.by_index(BY_CONTROLLER, ds_uid)
+        pods = self.owned_pods(ds_uid)
         template = (ds.get("spec") or {}).get("template") or {}
         revision = template_hash(template)
         nodes = list(self.nodes.store.values())

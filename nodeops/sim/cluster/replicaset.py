@@ -11,11 +11,9 @@ from typing import Any
 
 from nodeops.sim.clock import Clock
 from nodeops.sim.cluster.apiclient import REPLICASETS, ApiClient, Obj
-from nodeops.sim.cluster.indexes import BY_CONTROLLER, BY_UID, controller_ref, controller_uid, uid
-from nodeops.sim.cluster.informer import Informer, Key, key_of
+from nodeops.sim.cluster.informer import Informer, Key
+from nodeops.sim.cluster.owned import OwnerController
 from nodeops.sim.cluster.podcontrol import (
-    Expectations,
-    PodControl,
     available_after,
     deletion_order,
     is_active,
@@ -24,7 +22,6 @@ from nodeops.sim.cluster.podcontrol import (
     write_status,
 )
 from nodeops.sim.cluster.podstatus import pod_ready
-from nodeops.sim.cluster.runtime import Controller
 from nodeops.sim.cluster.scheduling import is_deleting
 
 STATUS_FIELDS = (
@@ -70,8 +67,9 @@ def replicaset_status(
     return merge_status(rs.get("status"), STATUS_FIELDS, computed)
 
 
-class ReplicaSetController(Controller[Key]):
+class ReplicaSetController(OwnerController):
     name = "replicaset"
+    owner_kind = "ReplicaSet"
 
     def __init__(
         self,
@@ -83,44 +81,16 @@ class ReplicaSetController(Controller[Key]):
         workers: int = 4,
         burst: int = 500,
     ) -> None:
-        super().__init__(clock, workers=workers)
-        self.client = client
-        self.pods = pods
-        self.replicasets = replicasets
+        super().__init__(clock, client, pods, replicasets, workers=workers)
         self.burst = burst
-        self.expectations = Expectations()
-        self.control = PodControl(clock, client)
-        self.needs(pods, replicasets)
-        pods.add_index(BY_CONTROLLER, controller_uid)
-        replicasets.add_index(BY_UID, uid)
-        replicasets.add_handler(self._on_rs)
-        pods.add_handler(self._on_pod)
-
-    def _on_rs(self, old: Obj | None, new: Obj | None) -> None:
-        obj = new if new is not None else old
-        assert obj is not None
-        if new is None:
-            self.expectations.forget((obj.get("metadata") or {}).get("uid") or "")
-        self.queue.add(key_of(obj))
-
-    def _on_pod(self, old: Obj | None, new: Obj | None) -> None:
-        obj = new if new is not None else old
-        assert obj is not None
-        ref = controller_ref(obj)
-        if ref is None or ref.get("kind") != "ReplicaSet":
-            return
-        owner_uid = str(ref.get("uid"))
-        self.expectations.observe(old, new, owner_uid)
-        for rs in self.replicasets.by_index(BY_UID, owner_uid):
-            self.queue.add(key_of(rs))
 
     async def reconcile(self, key: Key) -> float | None:
-        rs = self.replicasets.store.get(key)
+        rs = self.owners.store.get(key)
         if rs is None:
             return None
         meta = rs.get("metadata") or {}
         rs_uid = meta.get("uid") or ""
-        pods = self.pods.by_index(BY_CONTROLLER, rs_uid)
+        pods = self.owned_pods(rs_uid)
         if not is_deleting(rs) and self.expectations.satisfied(rs_uid):
             await self._manage(rs, rs_uid, [p for p in pods if is_active(p)])
         now = self.clock.now().timestamp()

@@ -13,18 +13,15 @@ from typing import Any
 
 from nodeops.sim.clock import Clock
 from nodeops.sim.cluster.apiclient import STATEFULSETS, AlreadyExists, ApiClient, Obj
-from nodeops.sim.cluster.indexes import BY_CONTROLLER, BY_UID, controller_ref, controller_uid, uid
-from nodeops.sim.cluster.informer import Informer, Key, key_of
+from nodeops.sim.cluster.informer import Informer, Key
+from nodeops.sim.cluster.owned import OwnerController
 from nodeops.sim.cluster.podcontrol import (
-    Expectations,
-    PodControl,
     available_after,
     is_available,
     merge_status,
     write_status,
 )
 from nodeops.sim.cluster.podstatus import pod_ready
-from nodeops.sim.cluster.runtime import Controller
 from nodeops.sim.cluster.scheduling import is_deleting, is_terminal
 from nodeops.sim.objects import template_hash
 
@@ -173,8 +170,9 @@ def statefulset_status(
     return status
 
 
-class StatefulSetController(Controller[Key]):
+class StatefulSetController(OwnerController):
     name = "statefulset"
+    owner_kind = "StatefulSet"
 
     def __init__(
         self,
@@ -185,43 +183,15 @@ class StatefulSetController(Controller[Key]):
         *,
         workers: int = 4,
     ) -> None:
-        super().__init__(clock, workers=workers)
-        self.client = client
-        self.pods = pods
-        self.statefulsets = statefulsets
-        self.expectations = Expectations()
-        self.control = PodControl(clock, client)
-        self.needs(pods, statefulsets)
-        pods.add_index(BY_CONTROLLER, controller_uid)
-        statefulsets.add_index(BY_UID, uid)
-        statefulsets.add_handler(self._on_sts)
-        pods.add_handler(self._on_pod)
-
-    def _on_sts(self, old: Obj | None, new: Obj | None) -> None:
-        obj = new if new is not None else old
-        assert obj is not None
-        if new is None:
-            self.expectations.forget((obj.get("metadata") or {}).get("uid") or "")
-        self.queue.add(key_of(obj))
-
-    def _on_pod(self, old: Obj | None, new: Obj | None) -> None:
-        obj = new if new is not None else old
-        assert obj is not None
-        ref = controller_ref(obj)
-        if ref is None or ref.get("kind") != "StatefulSet":
-            return
-        owner_uid = str(ref.get("uid"))
-        self.expectations.observe(old, new, owner_uid)
-        for sts in self.statefulsets.by_index(BY_UID, owner_uid):
-            self.queue.add(key_of(sts))
+        super().__init__(clock, client, pods, statefulsets, workers=workers)
 
     async def reconcile(self, key: Key) -> float | None:
-        sts = self.statefulsets.store.get(key)
+        sts = self.owners.store.get(key)
         if sts is None:
             return None
         meta = sts.get("metadata") or {}
         sts_uid = meta.get("uid") or ""
-        pods = self.pods.by_index(BY_CONTROLLER, sts_uid)
+        pods = self.owned_pods(sts_uid)
         revision = update_revision(sts)
         if not is_deleting(sts) and self.expectations.satisfied(sts_uid):
             plan = plan_statefulset(sts, pods, revision)

@@ -453,3 +453,98 @@ async def test_missing_node_is_not_found(cluster: Any) -> None:
     _, client, _ = cluster
     with pytest.raises(errors.NotFound):
         await Drainer(client, DrainOptions()).drain("nope")
+
+
+@pytest.fixture
+async def realtime() -> AsyncIterator[tuple[SimCluster, Client]]:
+    """A cluster on wall-clock time, for checks that compare deletion timestamps with now."""
+    sim = SimCluster(SimOptions(nodes=2, instant=False, time_scale=1.0))
+    await sim.start()
+    client = Client(sim.server.url, token=sim.server.admin_token, qps=0)
+    try:
+        yield sim, client
+    finally:
+        await client.close()
+        await sim.stop()
+
+
+async def stop_kubelet(client: Client, node: str) -> None:
+    """The node's kubelet stops finalising pods: terminating pods stay, as on a dead node."""
+    patch = {"metadata": {"annotations": {"sim.nodeops.dev/kubelet": "NotReady"}}}
+    await client.patch(NODES, node, patch)
+
+
+async def test_grace_period_is_passed_to_evictions(realtime: Any) -> None:
+    _, client = realtime
+    await client.create(DEPLOYMENTS, deployment("g", 1, node="node-0"), NS)
+    await running(client, "g", 1)
+    await stop_kubelet(client, "node-0")
+    drain = asyncio.create_task(
+        Drainer(client, DrainOptions(grace_period=7, timeout=30)).drain("node-0")
+    )
+
+    async def terminating() -> bool:
+        pods = await pods_on(client, "node-0", "app=g")
+        return bool(pods) and bool(pods[0]["metadata"].get("deletionTimestamp"))
+
+    await wait_until(terminating)
+    (pod,) = await pods_on(client, "node-0", "app=g")
+    assert pod["metadata"]["deletionGracePeriodSeconds"] == 7
+    drain.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await drain
+
+
+async def test_stuck_pods_are_skipped_or_force_deleted_only_when_asked(realtime: Any) -> None:
+    _, client = realtime
+    await client.create(DEPLOYMENTS, deployment("s", 1, node="node-0"), NS)
+    await running(client, "s", 1)
+    await stop_kubelet(client, "node-0")
+    (pod,) = await pods_on(client, "node-0", "app=s")
+    await client.delete(PODS, pod["metadata"]["name"], NS, grace_period=1)
+    await asyncio.sleep(2.5)  # now more than a second past its deletion deadline
+
+    # Without being asked, a stuck pod is waited for (and times out) ...
+    with pytest.raises(DrainTimeout, match="to terminate: global timeout reached"):
+        await Drainer(client, DrainOptions(timeout=1)).drain("node-0")
+    # ... --skip-wait-for-delete-timeout leaves it, as kubectl does ...
+    result = await Drainer(client, DrainOptions(timeout=10, skip_wait_for_delete_timeout=1)).drain(
+        "node-0"
+    )
+    assert result.skipped == [f"default/{pod['metadata']['name']}"]
+    assert len(await pods_on(client, "node-0", "app=s")) == 1
+    # ... and --force-delete-stuck deletes it with grace 0.
+    await Drainer(
+        client, DrainOptions(timeout=20, force_delete_stuck=True, stuck_slack_seconds=0.5)
+    ).drain("node-0")
+    remaining = [
+        p
+        for p in await pods_on(client, "node-0", "app=s")
+        if p["metadata"]["uid"] == pod["metadata"]["uid"]
+    ]
+    assert remaining == []
+
+
+async def test_events_on_the_node_and_blocked_pods(cluster: Any) -> None:
+    _, client, monitor = cluster
+    from nodeops.kube.events import EventRecorder
+    from nodeops.kube.resources import EVENTS_CORE
+
+    await client.create(DEPLOYMENTS, deployment("e", 2, node="node-0"), NS)
+    await running(client, "e", 2)
+    await client.create(PDBS, pdb("e", "e", minAvailable=2), NS)
+    monitor.watch("e", min_available=2)
+    await settle_pdb(client, "e", 2)
+    recorder = EventRecorder(client, "nodeops-drain", "test")
+    recorder.start()
+    from nodeops.kube.objects import now
+
+    drainer = Drainer(client, DrainOptions(), events=recorder)
+    await drainer.step("node-0", now())
+    await drainer.step("node-0", now())  # the same refusal again: folded into a series
+    await recorder.stop()
+    items, _ = await client.list(EVENTS_CORE, NS)
+    blocked = [e for e in items if e.get("reason") == "EvictionBlocked"]
+    assert {e["involvedObject"]["kind"] for e in blocked} == {"Pod"}
+    assert len(blocked) == 2  # one per pod, repeats counted in the series
+    assert all("disruption budget e" in e["message"] for e in blocked)
