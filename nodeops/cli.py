@@ -38,6 +38,13 @@ def _sim_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     serve.add_argument("--auth", action="store_true", help="require bearer tokens")
     serve.add_argument("--rbac", action="store_true", help="enforce RBAC (implies --auth)")
     serve.add_argument(
+        "--tls",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="serve HTTPS with a self-signed CA written into the kubeconfig "
+        "(default: on with --auth/--rbac, since kubectl sends tokens only over TLS)",
+    )
+    serve.add_argument(
         "--instant", action="store_true", help="kubelet starts and stops pods at once"
     )
     serve.add_argument("--no-controllers", action="store_true", help="serve the API only")

@@ -31,6 +31,7 @@ class SimOptions:
     faults: str | None = None
     seed: int = 0
     auth: bool = False
+    tls: bool | None = None  # None: on exactly when tokens are checked (kubectl needs it then)
     rbac: bool = False
     instant: bool = False
     controllers: bool = True
@@ -56,6 +57,7 @@ class SimCluster:
             host=options.host,
             port=options.port,
             auth=options.auth or options.rbac,
+            tls=options.tls if options.tls is not None else (options.auth or options.rbac),
             rbac=options.rbac,
             faults=options.faults,
             seed=options.seed,
@@ -88,9 +90,10 @@ class SimCluster:
                 self.server.admin_token,
                 self.clock,
                 instant=self.options.instant,
+                ca_pem=self.server.ca_pem,
             )
             await self.loops.start()
-        await self.cloud.start(self.server.url, self.server.admin_token)
+        await self.cloud.start(self.server.url, self.server.admin_token, self.server.ca_pem)
 
     def populate(self) -> None:
         from nodeops.sim import objects
@@ -181,6 +184,7 @@ def serve_from_args(args: argparse.Namespace) -> int:
         faults=args.faults,
         seed=args.seed,
         auth=args.auth,
+        tls=args.tls,
         rbac=args.rbac,
         instant=args.instant,
         controllers=not args.no_controllers,

@@ -128,11 +128,13 @@ class SimCloud:
 
     # -- running -------------------------------------------------------------------------------
 
-    async def start(self, api_url: str, api_token: str | None = None) -> None:
+    async def start(
+        self, api_url: str, api_token: str | None = None, ca_pem: bytes | None = None
+    ) -> None:
         """Start booting, terminating and keeping capacity against the API server at `api_url`."""
         if self._task is not None:
             raise RuntimeError("already started")
-        self._client = ApiClient(api_url, api_token, component="cloud")
+        self._client = ApiClient(api_url, api_token, component="cloud", ca_pem=ca_pem)
         self.loop = CloudLoop(self.state, self.clock, self._client)
         self._task = asyncio.create_task(self.loop.run(), name="sim-cloud")
 

@@ -70,9 +70,11 @@ class ClusterLoops:
         node_status_report_seconds: float = 300.0,
         components: Iterable[str] = COMPONENTS,
         freeze_caches: bool = True,
+        ca_pem: bytes | None = None,
     ) -> None:
         self.server_url = server_url
         self.token = token
+        self.ca_pem = ca_pem
         self.clock = clock
         self.kubelet_start_seconds = kubelet_start_seconds
         self.instant = instant
@@ -97,7 +99,7 @@ class ClusterLoops:
         self._froze = False
 
     def _client(self, component: str) -> ApiClient:
-        client = ApiClient(self.server_url, self.token, component=component)
+        client = ApiClient(self.server_url, self.token, component=component, ca_pem=self.ca_pem)
         self._clients.append(client)
         return client
 

@@ -12,6 +12,7 @@ import asyncio
 import gc
 import logging
 import random
+import ssl
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -403,8 +404,13 @@ class ApiClient:
         max_connections: int = 64,
         request_timeout: float = 30.0,
         throttle_retries: int = 8,
+        ca_pem: bytes | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        # A server with a self-signed CA is trusted through that CA only, as kubeconfigs do.
+        self._ssl: ssl.SSLContext | bool = (
+            ssl.create_default_context(cadata=ca_pem.decode()) if ca_pem else True
+        )
         self.component = component
         self._token = token
         self._max_connections = max_connections
@@ -420,7 +426,7 @@ class ApiClient:
                 headers["Authorization"] = f"Bearer {self._token}"
             self._session = aiohttp.ClientSession(
                 headers=headers,
-                connector=aiohttp.TCPConnector(limit=self._max_connections),
+                connector=aiohttp.TCPConnector(limit=self._max_connections, ssl=self._ssl),
                 json_serialize=lambda o: orjson.dumps(o).decode(),
             )
         return self._session

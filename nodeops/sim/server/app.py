@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import random
 import secrets
+import ssl
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from nodeops.sim.server.faults import FaultInjector
 from nodeops.sim.server.http import ApiHttp
 from nodeops.sim.server.registry import Registry
 from nodeops.sim.server.store import Store
+from nodeops.sim.server.tls import self_signed, server_context
 
 _RBAC_KINDS = {
     "Role": ("rbac.authorization.k8s.io", "v1", "roles"),
@@ -47,6 +50,7 @@ class SimServer:
         seed: int = 0,
         history_size: int = 20_000,
         bookmark_interval: float = 5.0,
+        tls: bool = False,
     ) -> None:
         self.clock = clock or Clock()
         self.host = host
@@ -81,6 +85,12 @@ class SimServer:
             bookmark_interval=bookmark_interval,
         )
         self._runner: web.AppRunner | None = None
+        self.ca_pem: bytes | None = None
+        self._ssl: ssl.SSLContext | None = None
+        if tls:
+            cert, key = self_signed(host)
+            self.ca_pem = cert
+            self._ssl = server_context(cert, key)
         # Served beside the Kubernetes API (the simulated cloud's /sim/cloud/ API); set before
         # start(), because the catch-all Kubernetes route would otherwise shadow them.
         self.extra_routes: list[web.AbstractRouteDef] = []
@@ -97,7 +107,8 @@ class SimServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        scheme = "https" if self._ssl is not None else "http"
+        return f"{scheme}://{self.host}:{self.port}"
 
     def make_app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -109,7 +120,9 @@ class SimServer:
     async def start(self) -> None:
         self._runner = web.AppRunner(self.make_app(), access_log=None, handle_signals=False)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        site = web.TCPSite(
+            self._runner, self.host, self.port, reuse_address=True, ssl_context=self._ssl
+        )
         await site.start()
         sockets = getattr(site._server, "sockets", None)
         if sockets:
@@ -129,7 +142,7 @@ class SimServer:
         return {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "nodeops-sim", "cluster": {"server": self.url}}],
+            "clusters": [{"name": "nodeops-sim", "cluster": self._cluster_entry()}],
             "users": [{"name": "nodeops-sim-admin", "user": user}],
             "contexts": [
                 {
@@ -140,6 +153,12 @@ class SimServer:
             "current-context": "nodeops-sim",
             "preferences": {},
         }
+
+    def _cluster_entry(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {"server": self.url}
+        if self.ca_pem is not None:
+            entry["certificate-authority-data"] = base64.b64encode(self.ca_pem).decode()
+        return entry
 
     def write_kubeconfig(self, path: str | Path, token: str | None = None) -> Path:
         target = Path(path)

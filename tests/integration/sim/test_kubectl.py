@@ -213,3 +213,24 @@ async def test_custom_resource_printer_columns(cluster: tuple[SimCluster, Path])
     header, row = out.strip().splitlines()
     assert header.split() == ["NAME", "COLOR", "COUNT"]
     assert row.split() == ["g1", "blue", "7"]
+
+
+async def test_kubectl_authenticates_over_tls_and_rbac_applies(tmp_path: Path) -> None:
+    """With --rbac the simulator serves HTTPS, so kubectl sends the kubeconfig's token."""
+    sim = SimCluster(SimOptions(nodes=1, instant=True, rbac=True))
+    await sim.start()
+    try:
+        assert sim.server.url.startswith("https://")
+        admin = sim.server.write_kubeconfig(tmp_path / "admin")
+        code, out, err = await kubectl(admin, "get", "nodes", "--no-headers")
+        assert code == 0 and out.startswith("node-0"), err
+        code, out, err = await kubectl(admin, "create", "serviceaccount", "viewer")
+        assert code == 0, err
+        code, token, err = await kubectl(admin, "create", "token", "viewer")
+        assert code == 0, err
+        viewer = sim.server.write_kubeconfig(tmp_path / "viewer", token=token.strip())
+        code, out, err = await kubectl(viewer, "get", "nodes")
+        assert code != 0
+        assert 'User "system:serviceaccount:default:viewer" cannot list resource "nodes"' in err
+    finally:
+        await sim.stop()
