@@ -375,7 +375,10 @@ async def test_a_cloud_that_keeps_failing_gives_up_retryably(sim: Sim) -> None:
 async def test_token_when_the_simulator_requires_one(tmp_path: Path) -> None:
     path = tmp_path / "groups.yaml"
     path.write_text(SCENARIO)
-    cluster = SimCluster(SimOptions(scenario=str(path), time_scale=TIME_SCALE, auth=True))
+    # Plain HTTP: this is about tokens, and these clients are not given the simulator's CA.
+    cluster = SimCluster(
+        SimOptions(scenario=str(path), time_scale=TIME_SCALE, auth=True, tls=False)
+    )
     await cluster.start()
     anonymous = _provider(cluster.server.url)
     admin = _provider(cluster.server.url, token=cluster.server.admin_token)

@@ -466,7 +466,10 @@ async def test_a_booted_instance_waits_for_the_api_server_to_take_its_node(cloud
 async def test_cloud_api_needs_the_token_when_the_simulator_does(tmp_path: Path) -> None:
     path = tmp_path / "cloud.yaml"
     path.write_text(SCENARIO)
-    cluster = SimCluster(SimOptions(scenario=str(path), time_scale=TIME_SCALE, auth=True))
+    # Plain HTTP: this is about tokens, and these clients are not given the simulator's CA.
+    cluster = SimCluster(
+        SimOptions(scenario=str(path), time_scale=TIME_SCALE, auth=True, tls=False)
+    )
     await cluster.start()
     try:
         async with aiohttp.ClientSession() as session:
