@@ -15,6 +15,7 @@ against the instances' private DNS names, as on AWS.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Final, TypeVar
@@ -79,6 +80,11 @@ class SimConfig(BaseModel):
         default=None,
         repr=False,
         description="Bearer token, when the simulator runs with --auth (its admin token).",
+    )
+    ca_file: str | None = Field(
+        default=None,
+        description="PEM file of the CA to trust for an https:// URL (the simulator's "
+        "self-signed CA, the kubeconfig's certificate-authority-data decoded).",
     )
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     connect_timeout: float = Field(default=5.0, gt=0, description="Limit of one connect (s).")
@@ -217,8 +223,12 @@ class SimProvider(BaseProvider):
             }
             if self.config.token:
                 headers["Authorization"] = f"Bearer {self.config.token}"
+            tls: ssl.SSLContext | bool = True
+            if self.config.ca_file:
+                tls = ssl.create_default_context(cafile=self.config.ca_file)
             self._session = aiohttp.ClientSession(
                 headers=headers,
+                connector=aiohttp.TCPConnector(ssl=tls),
                 timeout=aiohttp.ClientTimeout(
                     total=None,
                     sock_connect=self.config.connect_timeout,

@@ -396,3 +396,24 @@ async def test_token_when_the_simulator_requires_one(tmp_path: Path) -> None:
 
 async def _is(sim: Sim, iid: str, lifecycle: str) -> bool:
     return await sim.lifecycle(iid) == lifecycle
+
+
+async def test_tls_with_the_simulators_ca(tmp_path: Path) -> None:
+    path = tmp_path / "cloud.yaml"
+    path.write_text(SCENARIO)
+    cluster = SimCluster(SimOptions(scenario=str(path), time_scale=TIME_SCALE, auth=True))
+    await cluster.start()
+    try:
+        assert cluster.server.url.startswith("https://") and cluster.server.ca_pem
+        ca = tmp_path / "ca.pem"
+        ca.write_bytes(cluster.server.ca_pem)
+        config = {
+            "url": cluster.server.url,
+            "token": cluster.server.admin_token,
+            "ca_file": str(ca),
+        }
+        async with SimProvider(SimProvider.Config(**config)) as provider:
+            groups = await provider.describe_groups(["batch"])
+            assert [g.name for g in groups] == ["batch"]
+    finally:
+        await cluster.stop()
