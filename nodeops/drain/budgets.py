@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from nodeops.common.selectors import SelectorError, label_selector_from_object
 from nodeops.kube import objects as o
@@ -24,13 +24,37 @@ Key = tuple[str, str]
 _APPROVAL_MEMORY = 30.0
 
 
+class PdbSource(Protocol):
+    """Where budgets are read: a watching informer, or a snapshot from one list."""
+
+    def by_index(self, index: str, value: str) -> list[dict[str, Any]]: ...
+
+    def get(self, name: str, namespace: str | None = None) -> dict[str, Any] | None: ...
+
+
+class PdbSnapshot:
+    """The budgets as one list call saw them, for a single pass that does not watch."""
+
+    def __init__(self, pdbs: list[dict[str, Any]]) -> None:
+        self._by_key = {(o.namespace(p), o.name(p)): p for p in pdbs}
+
+    def by_index(self, index: str, value: str) -> list[dict[str, Any]]:
+        return [p for (ns, _), p in self._by_key.items() if ns == value]
+
+    def get(self, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        return self._by_key.get((namespace or "", name))
+
+
 class BudgetGate:
-    def __init__(self, pdbs: Informer) -> None:
+    def __init__(self, pdbs: PdbSource) -> None:
         self.pdbs = pdbs
         self.approved: dict[Key, dict[str, float]] = {}
         self.in_flight: dict[Key, int] = {}
         self._tick = asyncio.Event()
-        pdbs.add_handler(
+
+    def watch(self, informer: Informer) -> None:
+        """Follow budget changes from `informer` (the source of `pdbs`)."""
+        informer.add_handler(
             on_add=self._changed,
             on_update=lambda _old, new: self._changed(new),
             on_delete=self._changed,
@@ -77,16 +101,22 @@ class BudgetGate:
             del approved[name]
         return allowed - len(approved) - self.in_flight.get(key, 0)
 
+    def try_take(self, key: Key) -> bool:
+        """Take a token if the budget has one; checking and taking is one step."""
+        if self.tokens(key) <= 0:
+            return False
+        self.in_flight[key] = self.in_flight.get(key, 0) + 1
+        return True
+
     async def acquire(self, key: Key, timeout: float) -> bool:
         """Take a token, waiting up to `timeout` for the budget to allow one."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        while self.tokens(key) <= 0:
+        while not self.try_take(key):
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return False
             await self.wait_change(remaining)
-        self.in_flight[key] = self.in_flight.get(key, 0) + 1
         return True
 
     def release(self, key: Key, approved_pod: str | None) -> None:

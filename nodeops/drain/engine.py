@@ -23,7 +23,7 @@ from typing import Any
 
 import structlog
 
-from nodeops.drain.budgets import BudgetGate
+from nodeops.drain.budgets import BudgetGate, PdbSnapshot
 from nodeops.drain.classify import (
     Classification,
     Decision,
@@ -195,13 +195,28 @@ class Drainer:
         plan = make_plan(classification)
         failures: dict[str, str] = {}
         sem = asyncio.Semaphore(self.options.max_in_flight)
+        budgets: BudgetGate | None = None
+        if plan.evict_now and not self.options.disable_eviction:
+            items, _ = await self.client.list(PDBS)
+            budgets = BudgetGate(PdbSnapshot(items))
 
         async def one(d: Decision) -> None:
-            async with sem:
-                outcome = await self._evict_once(d.pod)
-                if outcome is not None:
-                    failures[d.ref] = outcome
-                    self._event(d.pod, WARNING, "EvictionBlocked", "Evict", outcome)
+            budget = budgets.budget_for(d.pod) if budgets is not None else None
+            if budget is not None and budgets is not None and not budgets.try_take(budget):
+                failures[d.ref] = budget_wait(*budget)  # not sent: the budget has no room
+                self._event(d.pod, WARNING, "EvictionBlocked", "Evict", failures[d.ref])
+                return
+            approved = False
+            try:
+                async with sem:
+                    outcome = await self._evict_once(d.pod)
+                approved = outcome is None
+            finally:
+                if budget is not None and budgets is not None:
+                    budgets.release(budget, o.name(d.pod) if approved else None)
+            if outcome is not None:
+                failures[d.ref] = outcome
+                self._event(d.pod, WARNING, "EvictionBlocked", "Evict", outcome)
 
         await asyncio.gather(*(one(d) for d in plan.evict_now))
         await self._force_delete_stuck(plan)
@@ -342,6 +357,7 @@ class _Run:
         )
         self.pdbs = Informer(drainer.client, PDBS)
         self.budgets = BudgetGate(self.pdbs)
+        self.budgets.watch(self.pdbs)
         self.failures: dict[str, str] = {}
         self.in_flight: dict[str, asyncio.Task[None]] = {}
         self.attempted: dict[str, str] = {}  # ref -> uid we evicted

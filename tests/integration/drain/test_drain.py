@@ -439,14 +439,12 @@ async def test_step_reports_progress_without_waiting(cluster: Any) -> None:
     lines = progress.message.splitlines()
     assert lines[0].startswith("Drain not completed yet (started at ")
     assert lines[1].startswith("* Pods default/s-")
-    assert lines[1].endswith(
-        ": cannot evict pod as it would violate the pod's disruption budget. The disruption "
-        "budget s needs 2 healthy pods and has 2 currently"
-    )
+    # The budget has no room, so no eviction is sent; the report says what it waits for.
+    assert lines[1].endswith(": waiting for PodDisruptionBudget default/s to allow a disruption")
     assert set(progress.blocking.values()) == {
-        "Cannot evict pod as it would violate the pod's disruption budget. The disruption "
-        "budget s needs 2 healthy pods and has 2 currently"
+        "waiting for PodDisruptionBudget default/s to allow a disruption"
     }
+    assert monitor.evictions["s"] == 0
 
 
 async def test_missing_node_is_not_found(cluster: Any) -> None:
@@ -547,4 +545,7 @@ async def test_events_on_the_node_and_blocked_pods(cluster: Any) -> None:
     blocked = [e for e in items if e.get("reason") == "EvictionBlocked"]
     assert {e["involvedObject"]["kind"] for e in blocked} == {"Pod"}
     assert len(blocked) == 2  # one per pod, repeats counted in the series
-    assert all("disruption budget e" in e["message"] for e in blocked)
+    assert all(
+        e["message"] == "waiting for PodDisruptionBudget default/e to allow a disruption"
+        for e in blocked
+    )
