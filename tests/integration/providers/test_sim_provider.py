@@ -6,10 +6,9 @@ simulator's `/sim/cloud/` API, with faults injected by the simulator itself.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import aiohttp
 import pytest
@@ -31,8 +30,8 @@ from nodeops.providers.base import (
 from nodeops.providers.registry import create_provider, provider_class
 from nodeops.providers.sim import SimProvider
 from nodeops.sim.serve import SimCluster, SimOptions
+from tests.waiting import until
 
-T = TypeVar("T")
 TIME_SCALE = 200.0
 FAST_RETRY = {
     "max_attempts": 6,
@@ -72,20 +71,6 @@ loadBalancers:
     port: 80
     nodeGroups: [web]
 """
-
-
-async def until(
-    check: Callable[[], Awaitable[T]], *, timeout: float = 15.0, what: str = "condition"
-) -> T:
-    deadline = asyncio.get_running_loop().time() + timeout
-    last: Any = None
-    while True:
-        last = await check()
-        if last:
-            return last
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}; last value: {last!r}")
-        await asyncio.sleep(0.02)
 
 
 class Sim:

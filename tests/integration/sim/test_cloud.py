@@ -6,11 +6,10 @@ timestamps (a node's creationTimestamp against its instance's launch time), neve
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import aiohttp
 import pytest
@@ -18,10 +17,10 @@ import pytest
 from nodeops.cli import build_parser
 from nodeops.sim.objects import NODE_GROUP_LABEL
 from nodeops.sim.serve import SimCluster, SimOptions
+from tests.waiting import until
 
 from .conftest import Api
 
-T = TypeVar("T")
 TIME_SCALE = 200.0
 BOOT_SECONDS = 30
 
@@ -68,20 +67,6 @@ loadBalancers:
     port: 80
     nodeGroups: [web]
 """
-
-
-async def until(
-    check: Callable[[], Awaitable[T]], *, timeout: float = 15.0, what: str = "condition"
-) -> T:
-    deadline = asyncio.get_running_loop().time() + timeout
-    last: Any = None
-    while True:
-        last = await check()
-        if last:
-            return last
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}; last value: {last!r}")
-        await asyncio.sleep(0.02)
 
 
 def _time(text: str) -> datetime:
