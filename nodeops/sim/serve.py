@@ -35,6 +35,11 @@ class SimOptions:
     rbac: bool = False
     instant: bool = False
     controllers: bool = True
+    kube_version: str | None = None
+    """What the API server's `/version` reports; the simulator's own release when unset."""
+    openstack_pools: list[Any] = field(default_factory=list)
+    """Kubernikus-style node pools (`nodeops.sim.openstack.NodePool`) of a simulated
+    Keystone + Nova served under `/sim/openstack/`."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -61,6 +66,7 @@ class SimCluster:
             rbac=options.rbac,
             faults=options.faults,
             seed=options.seed,
+            kube_version=options.kube_version,
         )
         self.cloud = SimCloud(
             self.clock,
@@ -77,6 +83,16 @@ class SimCluster:
             for i in range(options.node_groups):
                 self.cloud.add_group(NodeGroup(name=f"group-{i}", size=options.nodes))
         self.server.extra_routes.extend(self.cloud.routes())
+        self.openstack: Any = None
+        if options.openstack_pools:
+            from nodeops.sim.openstack import SimOpenStack
+
+            self.openstack = SimOpenStack(
+                self.clock, faults=self.server.faults, stats=self.server.stats, seed=options.seed
+            )
+            for pool in options.openstack_pools:
+                self.openstack.add_pool(pool)
+            self.server.extra_routes.extend(self.openstack.routes())
         self.loops: Any = None
 
     async def start(self) -> None:
@@ -94,11 +110,16 @@ class SimCluster:
             )
             await self.loops.start()
         await self.cloud.start(self.server.url, self.server.admin_token, self.server.ca_pem)
+        if self.openstack is not None:
+            await self.openstack.start(self.server.url, self.server.admin_token, self.server.ca_pem)
 
     def populate(self) -> None:
         from nodeops.sim import objects
 
         now = self.clock.timestamp()
+        if self.openstack is not None:
+            for node in self.openstack.initial_nodes():
+                self.server.create(node)
         if self.scenario is not None:
             # The scenario's own seed makes its objects reproducible.
             for obj in self.scenario.objects(now=now):
@@ -148,6 +169,8 @@ class SimCluster:
                 self.server.create(pod)
 
     async def stop(self) -> None:
+        if self.openstack is not None:
+            await self.openstack.stop()
         await self.cloud.stop()
         if self.loops is not None:
             await self.loops.stop()
