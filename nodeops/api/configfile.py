@@ -182,8 +182,9 @@ def parse_config_text(
 ) -> M:
     """Validate YAML `text` into `model`; `source` names the file in errors."""
     env = os.environ if environ is None else environ
-    loader = yaml.SafeLoader(text)
+    loader: yaml.SafeLoader | None = None
     try:
+        loader = yaml.SafeLoader(text)
         root = loader.get_single_node()
         duplicates = _duplicate_keys(root) if root is not None else []
         if duplicates:
@@ -194,10 +195,15 @@ def parse_config_text(
         line = mark.line + 1 if mark is not None else None
         message = f"invalid YAML: {exc.problem or exc.context}"
         raise ConfigFileError(source, [ConfigProblem(line, "", message)]) from None
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, max(exc.position, 0)) + 1
+        message = f"invalid YAML: character #x{exc.character:04x} is not allowed"
+        raise ConfigFileError(source, [ConfigProblem(line, "", message)]) from None
     except yaml.YAMLError as exc:
         raise ConfigFileError(source, [ConfigProblem(None, "", f"invalid YAML: {exc}")]) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     if root is None:
         data = {}
     elif not isinstance(root, yaml.MappingNode):
