@@ -184,6 +184,16 @@ async def _serve(options: SimOptions) -> int:
         path = cluster.server.write_kubeconfig(options.kubeconfig_out)
         print(f"kubeconfig written to {path}", flush=True)
     print(f"simulated cluster serving at {cluster.server.url}", flush=True)
+    if cluster.openstack is not None:
+        auth_url = cluster.openstack.auth_url(cluster.server.url)
+        print(f"simulated OpenStack (Keystone v3) at {auth_url}", flush=True)
+        if options.kubeconfig_out:
+            from pathlib import Path
+
+            conf = Path(options.kubeconfig_out).with_name("sim-cloudprovider.conf")
+            conf.write_text(cluster.openstack.credentials.cloudprovider_conf(auth_url))
+            conf.chmod(0o600)
+            print(f"its cloudprovider.conf written to {conf}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -211,7 +221,15 @@ def serve_from_args(args: argparse.Namespace) -> int:
         rbac=args.rbac,
         instant=args.instant,
         controllers=not args.no_controllers,
+        kube_version=getattr(args, "kube_version", None),
     )
+    try:
+        options.openstack_pools = _openstack_pools(
+            getattr(args, "openstack_pool", None) or [], options.kube_version
+        )
+    except ValueError as exc:
+        print(f"nodeops sim serve: --openstack-pool: {exc}", file=sys.stderr)
+        return 2
     try:
         return asyncio.run(_serve(options))
     except FaultSpecError as exc:
@@ -224,6 +242,28 @@ def serve_from_args(args: argparse.Namespace) -> int:
             print(f"nodeops sim serve: {exc}", file=sys.stderr)
             return 2
         raise
+
+
+def _openstack_pools(specs: list[str], kube_version: str | None) -> list[Any]:
+    """`NAME:SIZE[:VERSION]` pools; new servers run the API server's version."""
+    from nodeops.sim.objects import DEFAULT_KUBELET_VERSION
+    from nodeops.sim.openstack import NodePool
+
+    pools = []
+    for spec in specs:
+        parts = spec.split(":")
+        if len(parts) not in (2, 3) or not parts[0] or not parts[1].isdigit():
+            raise ValueError(f"{spec!r} is not NAME:SIZE or NAME:SIZE:VERSION")
+        current = kube_version or DEFAULT_KUBELET_VERSION
+        pools.append(
+            NodePool(
+                parts[0],
+                size=int(parts[1]),
+                kubelet_version=current,
+                initial_kubelet_version=parts[2] if len(parts) == 3 else None,
+            )
+        )
+    return pools
 
 
 __all__ = ["SimCluster", "SimOptions", "serve_from_args"]

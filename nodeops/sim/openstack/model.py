@@ -96,12 +96,16 @@ class NodePool:
     name: str
     size: int
     kubelet_version: str
+    """The version servers launched from now on run."""
     zone: str = "eu-de-1a"
     flavor: str = "m5.large"
     boot_seconds: float = 60.0
     labels: dict[str, str] = field(default_factory=dict)
     taints: list[dict[str, str]] = field(default_factory=list)
     os_version: str = "3975.2.2"
+    initial_kubelet_version: str | None = None
+    """The version of the servers the pool starts with, when it differs (a cluster whose
+    control plane was upgraded before its nodes)."""
     launched: int = 0
 
 

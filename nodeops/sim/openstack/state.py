@@ -70,6 +70,7 @@ class NovaState:
         servers = []
         for _ in range(pool.size - len(self.active(pool))):
             server = self._launch(pool, ACTIVE)
+            server.kubelet_version = pool.initial_kubelet_version or pool.kubelet_version
             server.node_created = True
             servers.append(server)
         return servers

@@ -72,5 +72,6 @@ def node_object(server: NovaServer, pool: NodePool, *, rng: random.Random, now: 
     node["metadata"]["labels"].pop("k8s.io/cloud-provider-aws", None)
     info = node["status"]["nodeInfo"]
     info["osImage"] = f"Flatcar Container Linux by Kinvolk {server.os_version} (Oklo)"
+    info["kernelVersion"] = "6.6.60-flatcar"
     info["systemUUID"] = server.id
     return node
