@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 
@@ -43,7 +43,7 @@ from nodeops.drain.errors import DrainError
 from nodeops.kube import errors
 from nodeops.kube import objects as o
 from nodeops.kube.client import Client
-from nodeops.kube.controller import Request, Result
+from nodeops.kube.controller import ReconcileContext, Request, Result
 from nodeops.kube.events import NORMAL, WARNING, EventRecorder
 from nodeops.kube.informer import Informer
 from nodeops.kube.resources import NODES
@@ -59,12 +59,6 @@ DrainStep = Callable[[str, datetime], Awaitable[DrainProgress]]
 
 _ACTION = "DeleteNode"
 _MAX_STEPS_PER_RECONCILE = 6
-
-
-class ActContext(Protocol):
-    """What the reconciler needs of the runtime's reconcile context."""
-
-    def ensure_may_act(self, what: str) -> None: ...
 
 
 class KubernikusReconciler:
@@ -94,7 +88,7 @@ class KubernikusReconciler:
 
     # ----------------------------------------------------------------------------------------
 
-    async def reconcile(self, request: Request, ctx: ActContext) -> Result | None:
+    async def reconcile(self, request: Request, ctx: ReconcileContext) -> Result | None:
         node = self.nodes.get(request.name)
         if node is None:
             return None
@@ -148,7 +142,7 @@ class KubernikusReconciler:
     # ------------------------------------------------------------------ deletion
 
     async def _delete_flow(
-        self, node: Obj, progress: Progress | None, ctx: ActContext
+        self, node: Obj, progress: Progress | None, ctx: ReconcileContext
     ) -> float | None:
         """Take as many steps as can be taken now; the seconds until the next look."""
         intervals = self.config.intervals
@@ -268,7 +262,7 @@ class KubernikusReconciler:
             )
         return intervals.pod_deletion.period
 
-    async def _delete_server(self, node: Obj, ctx: ActContext) -> Step | float:
+    async def _delete_server(self, node: Obj, ctx: ReconcileContext) -> Step | float:
         """Delete the node's server; the next step, or when to try again after a failure."""
         name = o.name(node)
         try:
@@ -306,7 +300,7 @@ class KubernikusReconciler:
             self._event(node, WARNING, "DeleteServerFailed", _ACTION, str(exc))
             return None
 
-    async def _remove_node(self, node: Obj, ctx: ActContext) -> None:
+    async def _remove_node(self, node: Obj, ctx: ReconcileContext) -> None:
         name = o.name(node)
         ctx.ensure_may_act(f"delete node {name}")
         try:
@@ -339,14 +333,13 @@ class KubernikusReconciler:
 
     async def _patch(self, node: Obj, body: Obj) -> Obj:
         """A merge patch guarded by the node's resourceVersion (409 when it changed since)."""
-        guarded = {
-            **body,
-            "metadata": {
-                **body.get("metadata", {}),
-                "resourceVersion": o.meta(node).get("resourceVersion"),
-            },
-        }
-        return await self.client.patch(NODES, o.name(node), guarded, patch_type="merge")
+        return await self.client.patch(
+            NODES,
+            o.name(node),
+            body,
+            patch_type="merge",
+            resource_version=o.meta(node).get("resourceVersion"),
+        )
 
     def _event(self, node: Obj, type_: str, reason: str, action: str, note: str) -> None:
         if self.events is not None:
