@@ -10,9 +10,9 @@ outdated nodes one at a time. See docs/kubernikus.md.
 Settings (flags `--kubernikus-<field>`, environment `NODEOPS_KUBERNIKUS_<FIELD>`):
 
 - `config`: kubernikus.yaml (default `config/kubernikus.yaml`, where the reference reads it);
-- `compat`: `none` (keys under `nodeops.dev/`) or `sapcc` (`cloud.sap/`, SAP's
-  maintenance-controller keys);
-- `prefix`: another key prefix, overriding the one `compat` selects;
+- `compat`: `sapcc` for `cloud.sap/` keys (SAP's maintenance-controller's), as
+  `--maintenance-compat` does for the maintenance controller;
+- `key_prefix`: the key prefix without `compat` (default `nodeops.dev/`);
 - `cloudprovider_conf`: the mounted cloudprovider.conf used when neither kubernikus.yaml's
   `cloudProviderSecret` nor `--provider` says otherwise;
 - `workers`: nodes reconciled at once.
@@ -32,8 +32,12 @@ __all__ = ["PLUGIN", "KubernikusSettings"]
 
 class KubernikusSettings(BaseModel):
     config: Path = Field(default=Path("config/kubernikus.yaml"), description="kubernikus.yaml")
-    compat: Compat = Field(default="none", description="none (nodeops.dev/) or sapcc (cloud.sap/)")
-    prefix: str | None = Field(default=None, description="label/annotation key prefix")
+    compat: Compat | None = Field(
+        default=None, description="sapcc: the reference's cloud.sap/ label and annotation keys"
+    )
+    key_prefix: str = Field(
+        default="nodeops.dev/", description="label/annotation prefix without compat"
+    )
     cloudprovider_conf: Path = Field(
         default=Path("provider/cloudprovider.conf"),
         description="cloudprovider.conf to use when no Secret or provider is configured",

@@ -1,7 +1,7 @@
 """The label and annotation keys the controller reads and writes, under one prefix.
 
-`nodeops.dev/` by default. `compat: sapcc` selects `cloud.sap/`, the keys of SAP's
-maintenance-controller, so a cluster whose nodes and maintenance profiles already use
+`nodeops.dev/` by default, or another `key_prefix`. `compat: sapcc` selects `cloud.sap/`, the keys
+of SAP's maintenance-controller, so a cluster whose nodes and maintenance profiles already use
 `cloud.sap/kubelet-needs-update` and `cloud.sap/delete-node` carries over as it is.
 """
 
@@ -13,10 +13,10 @@ from typing import Final, Literal
 
 __all__ = ["COMPAT_PREFIXES", "DEFAULT_PREFIX", "Compat", "Keys", "keys_for"]
 
-Compat = Literal["none", "sapcc"]
+Compat = Literal["sapcc"]
 
 DEFAULT_PREFIX: Final = "nodeops.dev/"
-COMPAT_PREFIXES: Final[dict[str, str]] = {"none": DEFAULT_PREFIX, "sapcc": "cloud.sap/"}
+COMPAT_PREFIXES: Final[dict[str, str]] = {"sapcc": "cloud.sap/"}
 
 _PREFIX: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/$")
 
@@ -48,6 +48,9 @@ class Keys:
         return f"{self.prefix}delete-node-progress"
 
 
-def keys_for(compat: Compat = "none", prefix: str | None = None) -> Keys:
-    """The keys of a compatibility mode; an explicit `prefix` overrides the mode's."""
-    return Keys(prefix if prefix else COMPAT_PREFIXES[compat])
+def keys_for(compat: Compat | None = None, prefix: str | None = None) -> Keys:
+    """The keys of a compatibility mode, else under `prefix` (the maintenance controller's
+    rule, so both controllers given the same settings use the same keys)."""
+    if compat:
+        return Keys(COMPAT_PREFIXES[compat])
+    return Keys(prefix or DEFAULT_PREFIX)

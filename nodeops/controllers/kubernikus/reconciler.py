@@ -85,6 +85,7 @@ class KubernikusReconciler:
         self.events = events
         self.clock = clock
         self._unparsable: set[tuple[str, str]] = set()
+        self._warned: set[tuple[str, str, str]] = set()
 
     # ----------------------------------------------------------------------------------------
 
@@ -241,26 +242,33 @@ class KubernikusReconciler:
         if report.failures:
             # Evictions refused (a PodDisruptionBudget without room): ask again each period.
             if waited > intervals.pod_eviction.timeout:
-                self._event(
+                self._once(
                     node,
-                    WARNING,
+                    progress,
                     "DrainStalled",
-                    _ACTION,
                     f"evictions still refused after "
-                    f"{format_go_duration(intervals.pod_eviction.timeout)}: "
-                    f"{report.message}",
+                    f"{format_go_duration(intervals.pod_eviction.timeout)}: {report.message}",
                 )
             return intervals.pod_eviction.period
         if waited > intervals.pod_deletion.timeout:
-            self._event(
+            self._once(
                 node,
-                WARNING,
+                progress,
                 "DrainSlow",
-                _ACTION,
                 f"pods still terminating after "
                 f"{format_go_duration(intervals.pod_deletion.timeout)}: {report.message}",
             )
         return intervals.pod_deletion.period
+
+    def _once(self, node: Obj, progress: Progress, reason: str, note: str) -> None:
+        """A Warning once per node, reason and drain (not on every look at a stalled drain)."""
+        key = (o.uid(node), reason, o.format_time(progress.started))
+        if key in self._warned:
+            return
+        if len(self._warned) > 10_000:
+            self._warned.clear()
+        self._warned.add(key)
+        self._event(node, WARNING, reason, _ACTION, note)
 
     async def _delete_server(self, node: Obj, ctx: ReconcileContext) -> Step | float:
         """Delete the node's server; the next step, or when to try again after a failure."""

@@ -47,9 +47,9 @@ def drain_options(config: KubernikusConfig) -> DrainOptions:
 
 async def setup(ctx: SetupContext, settings: KubernikusSettings) -> None:
     try:
-        keys = keys_for(settings.compat, settings.prefix)
+        keys = keys_for(settings.compat, settings.key_prefix)
     except ValueError as exc:
-        raise SetupError(f"--kubernikus-prefix: {exc}") from None
+        raise SetupError(f"--kubernikus-key-prefix: {exc}") from None
     try:
         config = load_kubernikus_config(settings.config)
     except ConfigFileError as exc:

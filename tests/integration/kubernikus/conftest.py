@@ -37,7 +37,7 @@ intervals:
     timeout: 5m
   podEviction:
     period: 250ms
-    timeout: 5m
+    timeout: {eviction_timeout}
     force: false
 cloudProviderSecret:
   name: cloud-config
@@ -80,9 +80,11 @@ class Env:
     tmp: Path
     running: list[Running] = field(default_factory=list)
 
-    def config_file(self, *, remove_node: bool = True) -> Path:
+    def config_file(self, *, remove_node: bool = True, eviction_timeout: str = "5m") -> Path:
         path = self.tmp / "kubernikus.yaml"
-        path.write_text(CONFIG.format(remove_node=str(remove_node).lower()))
+        path.write_text(
+            CONFIG.format(remove_node=str(remove_node).lower(), eviction_timeout=eviction_timeout)
+        )
         return path
 
     async def start(self, **settings: Any) -> Running:

@@ -226,16 +226,20 @@ async def test_withdrawn_request_uncordons(env: Env) -> None:
         },
         NS,
     )
-    await env.start()
+    await env.start(config=env.config_file(eviction_timeout="1s"))
     await env.label(victim, delete, "true")
 
     async def blocked() -> bool:
         node = await env.node(victim)
         current = progress(node, record)
-        return bool(current and current["step"] == "Draining" and node["spec"].get("unschedulable"))
+        stalled = [e for e in await env.events(victim) if e.startswith("DrainStalled")]
+        drained = current and current["step"] == "Draining" and node["spec"].get("unschedulable")
+        return bool(drained and stalled)
 
-    await env.wait(blocked, "the drain blocked by the budget")
+    await env.wait(blocked, "the drain reported stalled by the budget")
     assert len(await pods_on(env, victim)) == 2
+    stalled = [e for e in await env.events(victim) if e.startswith("DrainStalled")]
+    assert len(stalled) == 1 and "evictions still refused after 1s" in stalled[0]
     await env.label(victim, delete, None)
 
     async def released() -> bool:

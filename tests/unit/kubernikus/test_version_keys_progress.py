@@ -57,7 +57,8 @@ def test_keys_and_compat() -> None:
         "cloud.sap/kubelet-needs-update",
         "cloud.sap/delete-node",
     )
-    assert keys_for("sapcc", "example.com/").delete_node == "example.com/delete-node"
+    assert keys_for(None, "example.com/").delete_node == "example.com/delete-node"
+    assert keys_for("sapcc", "example.com/").delete_node == "cloud.sap/delete-node"
     with pytest.raises(ValueError, match="DNS subdomain"):
         Keys("Not A Prefix")
 
