@@ -145,7 +145,7 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
         )
     )
     await sim.start()
-    client = Client(sim.server.url, token=sim.server.admin_token, qps=0)
+    client = Client(sim.server.url, token=sim.server.admin_token, qps=0, user_agent="test/1")
     conf = sim.openstack.credentials.cloudprovider_conf(sim.openstack.auth_url(sim.server.url))
     await client.create(
         SECRETS,

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+from nodeops.kube.metrics import REGISTRY
 from nodeops.kube.resources import NODES
 
 from .conftest import NEW, OLD, Env
 
 LABEL = "nodeops.dev/kubelet-needs-update"
+
+
+def reconciles() -> float:
+    return sum(
+        REGISTRY.get_sample_value(
+            "controller_runtime_reconcile_total", {"controller": "kubernikus", "result": result}
+        )
+        or 0.0
+        for result in ("success", "requeue", "requeue_after", "error")
+    )
 
 
 async def test_labels_follow_the_api_server_version(env: Env) -> None:
@@ -23,6 +34,21 @@ async def test_labels_follow_the_api_server_version(env: Env) -> None:
 
     # Every kubelet runs OLD against a NEW API server: an upgrade is due.
     await env.wait(all_outdated, "every node labelled for an upgrade")
+
+    # Looking at the nodes again writes nothing: the labels are already right.
+    labelled = env.sim.server.stats.snapshot()["by_agent"]["nodeops"]["by_verb_resource"]
+    assert labelled["patch/nodes"]["requests"] >= 3  # the labels were written by this agent
+    env.sim.server.stats.reset()
+    before = reconciles()
+    for name in await env.nodes():
+        await env.client.patch(NODES, name, {"metadata": {"annotations": {"poke": "1"}}})
+
+    async def looked_again() -> bool:
+        return reconciles() >= before + 3
+
+    await env.wait(looked_again, "three more reconciles")
+    ours = env.sim.server.stats.snapshot()["by_agent"].get("nodeops", {})
+    assert "patch/nodes" not in ours.get("by_verb_resource", {})
 
     # The control plane is rolled back to the kubelets' version: nothing to do.
     env.sim.server.set_kube_version(OLD)
