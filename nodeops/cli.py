@@ -87,7 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
     _run_parser(sub)
     drain_command.add_arguments(sub)
     crds = sub.add_parser("crds", help="print the nodeops CustomResourceDefinitions")
-    crds.add_argument("--output-dir", help="write one <group>_<plural>.yaml per CRD instead")
+    crds.add_argument(
+        "--output-dir",
+        help="write one <group>_<plural>.yaml per CRD and a kustomization.yaml listing them",
+    )
     _sim_parser(sub)
     return parser
 
