@@ -50,6 +50,21 @@ def _sim_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     serve.add_argument("--no-controllers", action="store_true", help="serve the API only")
 
 
+class _JoinCommaLists(argparse.Action):
+    """`--controllers a,b --controllers c` means `a,b,c`: each kustomize component of the
+    manifests appends its own flag to the Deployment's arguments."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        before = getattr(namespace, self.dest, None)
+        setattr(namespace, self.dest, f"{before},{values}" if before else str(values))
+
+
 def _run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = sub.add_parser(
         "run",
@@ -60,7 +75,11 @@ def _run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     run.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube)")
     run.add_argument("--context", help="kubeconfig context")
     run.add_argument("--namespace", help="namespace of the operator's own objects")
-    run.add_argument("--controllers", help="comma-separated controllers to run")
+    run.add_argument(
+        "--controllers",
+        action=_JoinCommaLists,
+        help="comma-separated controllers to run; may be repeated",
+    )
     run.add_argument(
         "--leader-elect",
         action=argparse.BooleanOptionalAction,
