@@ -89,9 +89,13 @@ def _run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     run.add_argument("--leader-election-id", help="name of the Lease")
     run.add_argument("--leader-election-namespace", help="namespace of the Lease")
     run.add_argument("--leader-election-identity", help="this replica's identity")
-    run.add_argument("--lease-duration", type=float)
-    run.add_argument("--renew-deadline", type=float)
-    run.add_argument("--retry-period", type=float)
+    run.add_argument(
+        "--lease-duration", type=float, help="seconds before a lease not renewed may be taken"
+    )
+    run.add_argument(
+        "--renew-deadline", type=float, help="seconds the leader tries to renew before it stops"
+    )
+    run.add_argument("--retry-period", type=float, help="seconds between lease acquire/renew tries")
     run.add_argument("--metrics-addr", help="metrics listen address, 0 to disable")
     run.add_argument("--health-addr", help="probe listen address, 0 to disable")
     run.add_argument("--log-level", help="debug, info, warning or error")
