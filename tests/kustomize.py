@@ -16,6 +16,7 @@ from tests.repo import MANIFESTS
 BASE = MANIFESTS / "base"
 OVERLAYS = MANIFESTS / "overlays"
 COMPONENTS = MANIFESTS / "components"
+MONITORING = MANIFESTS / "monitoring"
 
 needs_kubectl = pytest.mark.skipif(shutil.which("kubectl") is None, reason="needs kubectl")
 
@@ -26,7 +27,8 @@ def overlay_dirs() -> list[Path]:
 
 
 def component_dirs() -> list[Path]:
-    return sorted(p.parent for p in COMPONENTS.glob("*/kustomization.yaml"))
+    """Every optional part of an install: the controllers' components, then monitoring."""
+    return [*sorted(p.parent for p in COMPONENTS.glob("*/kustomization.yaml")), MONITORING]
 
 
 def name_of(path: Path) -> str:

@@ -3,6 +3,7 @@ nothing by wildcard. Rendering is `kubectl kustomize`, exactly what `kubectl app
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,10 @@ from tests.kustomize import (
     needs_kubectl,
     overlay_dirs,
     render,
+    render_text,
     with_components,
 )
+from tests.repo import MANIFESTS
 
 pytestmark = needs_kubectl
 
@@ -235,3 +238,13 @@ def test_components_add_their_controller_and_their_rules(tmp_path: Path) -> None
     assert {o["metadata"]["name"] for o in render(BASE) if o["kind"] in RBAC_KINDS} < {
         o["metadata"]["name"] for o in objects if o["kind"] in RBAC_KINDS
     }
+
+
+def test_the_readme_install_renders_what_it_says() -> None:
+    readme = (MANIFESTS.parent / "README.md").read_text()
+    (line,) = [ln for ln in readme.splitlines() if ln.startswith("kubectl kustomize manifests/")]
+    overlay = MANIFESTS.parent / line.split()[2]
+    replaced = re.search(r'sed "s#(image: [^#]+)#', line)
+    assert replaced, line
+    assert replaced.group(1) == f"image: nodeops:{__version__}"
+    assert f"image: nodeops:{__version__}" in render_text(overlay)
