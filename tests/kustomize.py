@@ -76,3 +76,45 @@ def manager_container(objects: list[dict[str, Any]]) -> dict[str, Any]:
         c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "manager"
     ]
     return container
+
+
+def unknown_fields(obj: dict[str, Any]) -> list[str]:
+    """Fields of a built-in object that its Kubernetes type does not have: what a server with
+    `fieldValidation=Strict` (kubectl's default) refuses. The field catalogue is the client
+    library's models, generated from Kubernetes' OpenAPI document."""
+    from kubernetes_asyncio.client import models
+
+    version = obj["apiVersion"].rpartition("/")[2]
+    model = f"{version[0].upper()}{version[1:]}{obj['kind']}"
+    assert hasattr(models, model), f"no model {model} for {obj['apiVersion']} {obj['kind']}"
+    return _unknown(obj, model, "", models)
+
+
+def _unknown(value: Any, type_name: str, path: str, models: Any) -> list[str]:
+    if value is None:
+        return []
+    if type_name.startswith("list["):
+        if not isinstance(value, list):
+            return [f"{path}: not a list"]
+        return [
+            p
+            for i, v in enumerate(value)
+            for p in _unknown(v, type_name[5:-1], f"{path}[{i}]", models)
+        ]
+    if type_name.startswith("dict("):
+        inner = type_name[5:-1].split(", ", 1)[1]
+        return [p for k, v in value.items() for p in _unknown(v, inner, f"{path}.{k}", models)]
+    model = getattr(models, type_name, None)
+    if model is None:  # a scalar, `object` (int-or-string, raw JSON) or a date
+        return []
+    if not isinstance(value, dict):
+        return [f"{path}: not an object"]
+    by_json = {json: attr for attr, json in model.attribute_map.items()}
+    problems = []
+    for key, sub in value.items():
+        where = f"{path}.{key}" if path else key
+        if key not in by_json:
+            problems.append(where)
+        else:
+            problems += _unknown(sub, model.openapi_types[by_json[key]], where, models)
+    return problems

@@ -137,6 +137,23 @@ def test_oci_labels() -> None:
 # ---------------------------------------------------------------------- the install, reproduced
 
 
+def copy_build_context(target: Path) -> None:
+    """What the build stage's COPY instructions put in its WORKDIR, and nothing else: a file the
+    Containerfile forgets to copy is missing from this build too."""
+    build = stages()[0]
+    for word, rest in build:
+        if word == "COPY":
+            *sources, destination = rest.split()
+            into = target / destination
+            for source in sources:
+                origin = ROOT / source
+                if origin.is_dir():
+                    shutil.copytree(origin, into, ignore=shutil.ignore_patterns("__pycache__"))
+                else:
+                    into.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(origin, into / origin.name)
+
+
 def runtime_distributions() -> list[importlib.metadata.Distribution]:
     """Every distribution nodeops needs at run time, by its declared requirements and the
     extras they ask for: the test dependencies of this environment stay out, so an undeclared
@@ -237,9 +254,10 @@ def public_dir() -> Iterator[Path]:
 
 
 def _install(python: str, root: Path) -> Iterator[Path]:
-    wheels, venv = root / "wheels", root / "opt-nodeops"
-    run([sys.executable, "-m", "pip", "wheel", "--no-cache-dir", "--no-deps", "--wheel-dir",
-         str(wheels), str(ROOT)])  # fmt: skip
+    wheels, venv, source = root / "wheels", root / "opt-nodeops", root / "src"
+    copy_build_context(source)
+    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(wheels),
+         str(source)])  # fmt: skip
     run([python, "-m", "venv", "--without-pip", str(venv)])
     site = Path(
         run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]).stdout.strip()

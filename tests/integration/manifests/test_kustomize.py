@@ -23,6 +23,7 @@ from tests.kustomize import (
     overlay_dirs,
     render,
     render_text,
+    unknown_fields,
     with_components,
 )
 from tests.repo import MANIFESTS
@@ -248,3 +249,21 @@ def test_the_readme_install_renders_what_it_says() -> None:
     assert replaced, line
     assert replaced.group(1) == f"image: nodeops:{__version__}"
     assert f"image: nodeops:{__version__}" in render_text(overlay)
+
+
+def test_every_field_is_one_kubernetes_knows(install: list[dict[str, Any]]) -> None:
+    # The simulator stores fields it does not know; a real API server refuses them (kubectl
+    # asks for strict field validation), so a typo must be caught here.
+    for obj in install:
+        assert unknown_fields(obj) == [], f"{obj['kind']}/{obj['metadata']['name']}"
+
+
+def test_the_field_check_catches_a_typo() -> None:
+    deployment = find(render(BASE), "Deployment", "nodeops")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    container["securityContext"]["readOnlyRootFileSystem"] = True
+    container["ports"][0]["containerport"] = 1
+    assert unknown_fields(deployment) == [
+        "spec.template.spec.containers[0].ports[0].containerport",
+        "spec.template.spec.containers[0].securityContext.readOnlyRootFileSystem",
+    ]
