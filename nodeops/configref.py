@@ -124,23 +124,27 @@ def _run_section() -> list[str]:
 def _plugins() -> list[tuple[str, str, type[BaseModel]]]:
     """(name, description, settings model) of every controller `nodeops run` can run, from the
     registry it selects `--controllers` from."""
-    import nodeops.controllers as registry
+    from nodeops.controllers import plugins
 
-    load = getattr(registry, "plugins", None)
-    if load is None:
-        return []
     return [
-        (plugin.name, plugin.description, plugin.settings) for _, plugin in sorted(load().items())
+        (plugin.name, plugin.description, plugin.settings)
+        for _, plugin in sorted(plugins().items())
     ]
 
 
 def _plugin_section(name: str, description: str, settings: type[BaseModel]) -> list[str]:
+    from nodeops.run import plugin_env, plugin_flag
+
     rows = []
     for field, info in settings.model_fields.items():
-        flag = f"--{name}-{field.replace('_', '-')}"
-        env = f"NODEOPS_{name.replace('-', '_').upper()}_{field.upper()}"
         rows.append(
-            (flag, env, _type_name(info.annotation), _default(info), info.description or "")
+            (
+                plugin_flag(name, field),
+                plugin_env(name, field),
+                _type_name(info.annotation),
+                _default(info),
+                info.description or "",
+            )
         )
     intro = [description, ""] if description else []
     body = _table(rows) if rows else ["It has no settings."]

@@ -104,9 +104,7 @@ def test_the_operator_runs_hardened_and_highly_available(install: list[dict[str,
     assert {m["name"] for m in container["volumeMounts"]} <= volumes
     assert any(m["mountPath"] == "/tmp" for m in container["volumeMounts"])
 
-    # Flags of the provider overlays are checked by test_every_argument_is_a_flag_of_nodeops_run.
-    known, _ = build_parser().parse_known_args(container["args"])
-    settings = settings_from_args(known)
+    settings = parse_run(container["args"])
     assert settings.leader_elect
     env = {e["name"]: e for e in container["env"]}
     assert env["NODEOPS_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
@@ -176,11 +174,10 @@ def test_every_role_is_bound_to_the_operator_and_only_to_it(install: list[dict[s
 def test_every_argument_is_a_flag_of_nodeops_run(overlay: Path) -> None:
     args = manager_container(render(overlay))["args"]
     flags = {a.split("=", 1)[0] for a in args if a.startswith("--")}
-    unknown = flags - _run_options()
-    if unknown == {"--provider", "--provider-config"}:
-        pytest.xfail("--provider and --provider-config arrive with the controller plugins")
-    assert not unknown
-    parse_run(args)
+    assert flags <= _run_options()
+    settings = parse_run(args)
+    provider = overlay.name if overlay.parent.name == "overlays" else None
+    assert settings.provider == provider
 
 
 def component(root: Path, name: str, rules: list[dict[str, Any]]) -> Path:

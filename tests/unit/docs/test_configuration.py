@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from nodeops.configref import main, render
+from pydantic import BaseModel, Field
+
+from nodeops.configref import _plugin_section, main, render
 from tests.repo import DOCS
 
 PAGE = DOCS / "configuration.md"
@@ -33,3 +35,22 @@ def test_the_entry_point_writes_the_page(tmp_path: Path) -> None:
     assert re.search(
         r"^\| `--leader-elect` \| `NODEOPS_LEADER_ELECT` \| boolean \| `false` \|", render(), re.M
     )
+
+
+class _Settings(BaseModel):
+    max_batch: int = Field(2, description="nodes replaced at once")
+    dry_run: bool = False
+    zones: list[str] = Field(default_factory=list, description="zones to act in")
+
+
+def test_a_controllers_settings_become_flags_and_variables() -> None:
+    section = "\n".join(_plugin_section("node-cycler", "Replaces nodes.", _Settings))
+    assert section.startswith("## Controller `node-cycler`\n\nReplaces nodes.\n")
+    assert (
+        "| `--node-cycler-max-batch` | `NODEOPS_NODE_CYCLER_MAX_BATCH` | integer | `2` "
+        "| nodes replaced at once |"
+    ) in section
+    assert (
+        "| `--node-cycler-dry-run` | `NODEOPS_NODE_CYCLER_DRY_RUN` | boolean | `false` |" in section
+    )
+    assert "| list of string | unset | zones to act in |" in section
