@@ -12,6 +12,7 @@ import yaml
 
 from nodeops import __version__
 from nodeops.cli import build_parser
+from nodeops.providers import create_provider
 from nodeops.run import RunSettings, settings_from_args
 from tests.kustomize import (
     BASE,
@@ -264,3 +265,22 @@ def test_the_field_check_catches_a_typo() -> None:
         "spec.template.spec.containers[0].ports[0].containerport",
         "spec.template.spec.containers[0].securityContext.readOnlyRootFileSystem",
     ]
+
+
+@pytest.mark.parametrize("overlay", overlay_dirs()[1:], ids=name_of)
+def test_the_provider_configuration_is_valid(overlay: Path) -> None:
+    objects = render(overlay)
+    settings = parse_run(manager_container(objects)["args"])
+    (config_map,) = [o for o in objects if o["kind"] == "ConfigMap"]
+    mounted = Path(settings.provider_config or "")
+    (text,) = config_map["data"].values()
+    assert list(config_map["data"]) == [mounted.name]
+    container = manager_container(objects)
+    (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == str(mounted.parent)]
+    pod = find(objects, "Deployment", "nodeops")["spec"]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    assert volume["configMap"]["name"] == config_map["metadata"]["name"]
+    config = yaml.safe_load(text)
+    assert settings.provider is not None and list(config["providers"]) == [settings.provider]
+    # Validated by the provider's own settings model, as `nodeops run` does at startup.
+    create_provider(settings.provider, config["providers"][settings.provider])
