@@ -31,7 +31,10 @@ __all__ = ["PLUGIN", "KubernikusSettings"]
 
 
 class KubernikusSettings(BaseModel):
-    config: Path = Field(default=Path("config/kubernikus.yaml"), description="kubernikus.yaml")
+    config: Path = Field(
+        default=Path("config/kubernikus.yaml"),
+        description="the kubernikus.yaml to run (intervals, cloudProviderSecret, removeNode)",
+    )
     compat: Compat | None = Field(
         default=None, description="sapcc: the reference's cloud.sap/ label and annotation keys"
     )
