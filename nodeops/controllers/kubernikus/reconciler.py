@@ -93,6 +93,15 @@ class KubernikusReconciler:
         node = self.nodes.get(request.name)
         if node is None:
             return None
+        try:
+            return await self._reconcile(node, ctx)
+        except errors.Conflict:
+            # Another writer (the maintenance controller, a kubelet status) changed the node
+            # since it was read: nothing was written, look again at the newer node.
+            log.debug("node changed meanwhile; looking again", node=request.name)
+            return Result(requeue=True)
+
+    async def _reconcile(self, node: Obj, ctx: ReconcileContext) -> Result:
         requeue = self.config.intervals.requeue
         node = await self._label_drift(node)
         try:
@@ -103,6 +112,8 @@ class KubernikusReconciler:
         if progress is None and not delete_requested(node, self.keys):
             return Result(requeue_after=requeue)
         after = await self._delete_flow(node, progress, ctx)
+        if after is not None and after <= 0:
+            return Result(requeue=True)  # more steps to take right away
         return Result(requeue_after=min(after, requeue) if after is not None else requeue)
 
     # ------------------------------------------------------------------ drift
