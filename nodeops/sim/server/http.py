@@ -9,6 +9,7 @@ JSON bytes without decoding them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from dataclasses import dataclass
@@ -130,6 +131,8 @@ class ApiHttp:
         self.server_address = "127.0.0.1:0"
         self.watchers: set[Watcher] = set()
         self.shutting_down = False
+        # Set on shutdown, so requests held back by injected latency end with the server.
+        self._stopped = asyncio.Event()
 
     # ----------------------------------------------------------------- entry
 
@@ -147,7 +150,12 @@ class ApiHttp:
                 injected = self.faults.maybe_error(verb, resource, name=req.name, group=req.group)
                 delay = self.faults.latency(verb, resource)
                 if delay:
-                    await asyncio.sleep(delay)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._stopped.wait(), delay)
+                    if self._stopped.is_set():
+                        raise errors.ApiError(
+                            503, "ServiceUnavailable", "apiserver is shutting down"
+                        )
                 if injected is not None:
                     raise injected
             if req is None:
@@ -631,6 +639,7 @@ class ApiHttp:
 
     def close_watches(self) -> None:
         self.shutting_down = True
+        self._stopped.set()
         for w in list(self.watchers):
             w.close()
 
