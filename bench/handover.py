@@ -7,12 +7,13 @@ One `nodeops sim serve` process serves the API; every run starts two fresh `node
 --leader-elect` replicas on a Lease of its own, with the given timing (client-go's 15/10/2 s by
 default) and the watch on (`watch`) or off (`poll`, client-go's algorithm alone). Per run:
 
-- `sigterm`: once both replicas run and the follower has seen the leader, the leader gets SIGTERM;
-  the figure is the time from the signal until the Lease names the follower. The leader releases
+- `sigterm`: once both replicas run and the follower has seen the leader, the leader gets SIGTERM
+  at a random moment within the follower's retry cycle (retry period plus jitter); the figure is
+  the time from the signal until the Lease names the follower. The leader releases
   the Lease on its way out; a polling follower takes it at its next jittered retry, a watching
   one as soon as the release reaches it.
 - `kill`: a third replica is started and waits until it has seen the new leader; then, at a
-  random moment within a retry period (so the kill falls anywhere between two renewals), the
+  random moment within a retry cycle (so the kill falls anywhere between two renewals), the
   leader gets SIGKILL; the figure is the time from the kill until the Lease names the third
   replica. Nobody releases: the lease must expire by the candidate's own observation first.
 
@@ -40,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 NAMESPACE = "default"
+JITTER_FACTOR = 1.2  # client-go's, as the elector uses it
 MODES = ("watch", "poll")
 TARGET_SIGTERM = 0.5
 TARGET_KILL_MARGIN = 1.0
@@ -176,6 +178,8 @@ async def one_run(
             follower = names[1] if leader == names[0] else names[0]
             await replicas[follower].wait_saw_leader(leader)
 
+            # At a random moment of the follower's retry cycle, as a real stop would come.
+            await asyncio.sleep(random.uniform(0, retry_period * (1 + JITTER_FACTOR)))
             started = time.monotonic()
             replicas[leader].proc.send_signal(signal.SIGTERM)
             await observer.wait_holder({follower})
@@ -185,7 +189,7 @@ async def one_run(
             third = names[2]
             replicas[third] = await start_replica(kubeconfig, lease, third, timing, watch)
             await replicas[third].wait_saw_leader(follower)
-            await asyncio.sleep(random.uniform(0, retry_period))
+            await asyncio.sleep(random.uniform(0, retry_period * (1 + JITTER_FACTOR)))
             started = time.monotonic()
             replicas[follower].proc.kill()
             await observer.wait_holder({third})

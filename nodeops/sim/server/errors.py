@@ -93,8 +93,13 @@ def stale_conflict(group: str, plural: str, name: str) -> ApiError:
 
 
 def invalid(kind: str, group: str, name: str, causes: list[tuple[str, str, str]]) -> ApiError:
-    """422 Invalid; `causes` are (reason, field, message) like `FieldValueRequired`."""
-    text = ", ".join(f"{field}: {msg}" for _, field, msg in causes)
+    """422 Invalid; `causes` are (reason, field, message) like `FieldValueRequired`.
+
+    The message lists them as kube's error aggregate prints a list: one alone as it is, several
+    deduplicated inside brackets.
+    """
+    lines = list(dict.fromkeys(f"{field}: {msg}" for _, field, msg in causes))
+    text = ": " + lines[0] if len(lines) == 1 else ": [" + ", ".join(lines) + "]"
     qual = f"{kind}.{group}" if group else kind
     details: dict[str, Any] = {
         "name": name,
@@ -103,7 +108,7 @@ def invalid(kind: str, group: str, name: str, causes: list[tuple[str, str, str]]
     }
     if group:
         details["group"] = group
-    return ApiError(422, "Invalid", f'{qual} "{name}" is invalid: {text}', details)
+    return ApiError(422, "Invalid", f'{qual} "{name}" is invalid{text if lines else ""}', details)
 
 
 def bad_request(message: str) -> ApiError:
