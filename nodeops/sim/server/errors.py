@@ -101,13 +101,15 @@ def invalid(kind: str, group: str, name: str, causes: list[tuple[str, str, str]]
     lines = list(dict.fromkeys(f"{field}: {msg}" for _, field, msg in causes))
     text = ": " + lines[0] if len(lines) == 1 else ": [" + ", ".join(lines) + "]"
     qual = f"{kind}.{group}" if group else kind
-    details: dict[str, Any] = {
-        "name": name,
-        "kind": kind,
-        "causes": [{"reason": r, "message": m, "field": f} for r, f, m in causes],
-    }
+    # StatusDetails fields are omitempty.
+    details: dict[str, Any] = {}
+    if name:
+        details["name"] = name
     if group:
         details["group"] = group
+    if kind:
+        details["kind"] = kind
+    details["causes"] = [{"reason": r, "message": m, "field": f} for r, f, m in causes]
     return ApiError(422, "Invalid", f'{qual} "{name}" is invalid{text if lines else ""}', details)
 
 
