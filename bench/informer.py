@@ -190,6 +190,9 @@ async def _informer(target: Target) -> dict[str, Any]:
 
 
 def _child(kind: str, target: Target, conn: Any) -> None:
+    from nodeops.kube.logging import configure
+
+    configure("warning", "console")  # stdout carries nothing but the result
     if kind == "watch_list_read":
         result = asyncio.run(_watch_list_read(target))
     elif kind == "paged_list_read":

@@ -462,6 +462,11 @@ class LeaderElector:
             except errors.KubeError as exc:
                 failures += 1
                 self._log.debug("lease watch failed", error=str(exc))
+            except Exception:
+                # Whatever went wrong (a body that does not decode, say), the watch is only an
+                # accelerator: log it, back off and try again; polling goes on meanwhile.
+                failures += 1
+                self._log.warning("lease watch failed unexpectedly", exc_info=True)
             delay = min(_WATCH_MAX_BACKOFF, _WATCH_MIN_LIFE * 2 ** min(failures - 1, 6))
             await asyncio.sleep(delay * (0.5 + random.random() / 2))
 
