@@ -95,6 +95,17 @@ def _wait_ready(health: int, timeout: float = 30) -> None:
     raise AssertionError("readyz never turned ready")
 
 
+def _wait_metrics(port: int, wanted: str, timeout: float = 30) -> str:
+    deadline = time.monotonic() + timeout
+    text = ""
+    while time.monotonic() < deadline:
+        code, text = _get(f"http://127.0.0.1:{port}/metrics")
+        if code == 200 and wanted in text:
+            return text
+        time.sleep(0.1)
+    raise AssertionError(f"{wanted!r} never appeared in the metrics")
+
+
 def _lease(kubeconfig: Path) -> dict[str, object]:
     code, lease = _api(kubeconfig, LEASE)
     assert code == 200, code
@@ -124,10 +135,9 @@ def test_sigterm_hands_over_fast_and_kill_hands_over_within_lease(sim_cluster: P
         assert code == 200
         assert 'leader_election_master_status{name="nodeops-e2e"} 1.0' in text
         assert "rest_client_requests_total" in text
-        code, text = _get(f"http://127.0.0.1:{other_metrics}/metrics")
+        # The follower is not leading, and watches the Lease while it waits.
+        text = _wait_metrics(other_metrics, 'method="WATCH"')
         assert 'leader_election_master_status{name="nodeops-e2e"} 0.0' in text
-        # The follower watches the Lease while it waits.
-        assert 'method="WATCH"' in text
 
         # SIGTERM: the leader releases the lease on the way out; the other takes it over.
         assert stop(procs[leader], signal.SIGTERM) == 0
