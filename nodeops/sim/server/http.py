@@ -131,8 +131,8 @@ class ApiHttp:
         self.server_address = "127.0.0.1:0"
         self.watchers: set[Watcher] = set()
         self.shutting_down = False
-        # Set on shutdown, so requests held back by injected latency end with the server.
-        self._stopped = asyncio.Event()
+        # Set on shutdown, so requests and watches held back by injected faults end with it.
+        self._closing = asyncio.Event()
 
     # ----------------------------------------------------------------- entry
 
@@ -151,8 +151,8 @@ class ApiHttp:
                 delay = self.faults.latency(verb, resource)
                 if delay:
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._stopped.wait(), delay)
-                    if self._stopped.is_set():
+                        await asyncio.wait_for(self._closing.wait(), delay)
+                    if self._closing.is_set():
                         raise errors.ApiError(
                             503, "ServiceUnavailable", "apiserver is shutting down"
                         )
@@ -567,6 +567,7 @@ class ApiHttp:
         )
         if max_seconds is not None:
             timeout = min(timeout, max_seconds)
+        hold = self.faults.watch_delay(resource) if self.faults.enabled else 0.0
         store = self.registry.store
         if opts.watch_list and since is not None:
             await self._wait_for_rv(since)
@@ -616,6 +617,10 @@ class ApiHttp:
         next_bookmark = time.monotonic() + self.bookmark_interval
         sent = 0
         try:
+            if (initial or initial_end is not None) and hold > 0.0:
+                # Injected slowness delays the initial state as it delays any event.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._closing.wait(), hold)
             if initial:
                 sent = await _write_initial(resp, initial, encoder, max_events)
                 initial = []
@@ -637,8 +642,16 @@ class ApiHttp:
                     except TimeoutError:
                         pass
                 if watcher.pending:
-                    lines = list(watcher.pending)
-                    watcher.pending.clear()
+                    if hold > 0.0:
+                        # Injected slowness: what is pending now goes out `hold` seconds later;
+                        # what arrives meanwhile waits for its own turn, so nothing goes early.
+                        count = len(watcher.pending)
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(self._closing.wait(), hold)
+                        lines = [watcher.pending.popleft() for _ in range(count)]
+                    else:
+                        lines = list(watcher.pending)
+                        watcher.pending.clear()
                     cut = max_events is not None and sent + len(lines) >= max_events
                     if cut and max_events is not None:
                         lines = lines[: max(0, max_events - sent)]
@@ -684,7 +697,7 @@ class ApiHttp:
 
     def close_watches(self) -> None:
         self.shutting_down = True
-        self._stopped.set()
+        self._closing.set()
         for w in list(self.watchers):
             w.close()
 
