@@ -62,6 +62,22 @@ class Request:
     name: str
 
 
+def _selected_name(query: Any) -> str:
+    """The name a list or watch selects with `fieldSelector=metadata.name=X`, else "".
+
+    kube's RequestInfo gives such a request that name, so RBAC rules limited by `resourceNames`
+    apply to it (a leader elector may watch its one Lease).
+    """
+    try:
+        selector = parse_field_selector(query.get("fieldSelector", ""))
+    except SelectorError:
+        return ""
+    name = selector.requires_exact_match("metadata.name") or ""
+    if name in (".", "..") or "/" in name or "%" in name:
+        return ""
+    return name
+
+
 def parse_resource_path(method: str, path: str, query: Any) -> Request | None:
     """Map a URL to kube's request info, or None for a non-resource path."""
     parts = [p for p in path.split("/") if p]
@@ -190,6 +206,9 @@ class ApiHttp:
                 path=request.path,
             )
         else:
+            name = req.name
+            if not name and req.verb in ("list", "watch"):
+                name = _selected_name(request.query)
             attrs = RequestAttributes(
                 user=user,
                 verb=req.verb,
@@ -197,7 +216,7 @@ class ApiHttp:
                 resource=req.plural,
                 subresource=req.subresource,
                 namespace=req.namespace if req.plural != "namespaces" else req.name,
-                name=req.name,
+                name=name,
                 path=request.path,
             )
         allowed, reason = self.authz.authorize(attrs)
