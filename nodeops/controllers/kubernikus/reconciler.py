@@ -37,7 +37,12 @@ from nodeops.controllers.kubernikus.progress import (
     read_progress,
 )
 from nodeops.controllers.kubernikus.servers import CredentialsError, ServersSource
-from nodeops.controllers.kubernikus.version import VersionError, differs, parse_version
+from nodeops.controllers.kubernikus.version import (
+    KubeVersion,
+    VersionError,
+    differs,
+    parse_version,
+)
 from nodeops.drain.engine import DrainProgress
 from nodeops.drain.errors import DrainError
 from nodeops.kube import errors
@@ -69,7 +74,7 @@ class KubernikusReconciler:
         nodes: Informer,
         keys: Keys,
         config: KubernikusConfig,
-        server_version: Callable[[], Any],
+        server_version: Callable[[], KubeVersion | None],
         servers: ServersSource,
         drain: DrainStep,
         events: EventRecorder | None = None,
