@@ -150,6 +150,9 @@ class LoadBalancerAttachmentStatus(ApiModel):
     """When the node's pods were stopped after the detachment, if the detacher stops them."""
     daemon_set_pods_stopped: bool | None = None
     """Whether DaemonSet pods were stopped too (the node is then tainted until it comes back)."""
+    cordoned: bool | None = None
+    """Whether the detacher cordoned the node to stop its pods; it uncordons it when the node
+    comes back."""
     observed_generation: NonNegativeInt64 | None = None
     """The generation of the spec the status describes."""
     targets: list[TargetStatus] = Field(
