@@ -77,7 +77,7 @@ from nodeops.providers.base import (
     node_provider_id,
 )
 
-__all__ = ["ATTACHMENTS", "DetacherReconciler"]
+__all__ = ["ATTACHMENTS", "PROVIDER_METHODS", "DetacherReconciler"]
 
 log = structlog.get_logger(__name__)
 
@@ -87,6 +87,17 @@ ATTACHMENTS: Final = Resource(
     "nodeops.dev", "v1alpha1", "loadbalancerattachments", "LoadBalancerAttachment", True
 )
 CONTROLLER: Final = "detacher"
+
+PROVIDER_METHODS: Final = (
+    "registrations",
+    "targets_behind_services",
+    "deregister",
+    "register",
+    "target_health",
+    "find_server",
+)
+"""The provider methods the detacher calls (a unit test reads the code to check), from which
+docs/detacher.md's IAM policy is generated."""
 
 # Reasons after which the node's pods are stopped: the node itself is going. A detach on request,
 # an exclusion label or an ingress rollout only takes the node out of its load balancers.
@@ -554,9 +565,7 @@ class _Detach(_Pass):
                 return Result(requeue_after=self.r.settings.sync_period)
             self.set_row(
                 i,
-                self.rows[i].to(
-                    DRAINING if wait else DEREGISTERED, deregistered_at=_micro(_now())
-                ),
+                self.rows[i].to(DRAINING if wait else DEREGISTERED, deregistered_at=_micro(_now())),
             )
             await self.save()
             log.info("deregistered", node=self.name, target=row.name, port=row.port)
