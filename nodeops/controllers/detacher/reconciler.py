@@ -452,8 +452,9 @@ class _Detach(_Pass):
         self.instance = await self.r.instance_of(self.node)
         registered_at = [_epoch(row.registered_at) for row in self.rows]
         recent = max((t for t in registered_at if t is not None), default=None)
+        static: list[LoadBalancerTarget] = []
+        registered: list[LoadBalancerTarget] = []
         if self.instance is None:
-            static, registered = [], []
             self.r.event(
                 self.node,
                 WARNING,
