@@ -1,0 +1,144 @@
+"""The detacher against the simulated cluster and its cloud (the `sim` provider, over HTTP)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from nodeops.controllers.detacher import signals
+from nodeops.kube import Client
+from nodeops.providers.base import CLASSIC, TARGET_GROUP, LoadBalancerTarget
+from nodeops.providers.registry import create_provider
+from nodeops.providers.sim import SimProvider
+from nodeops.sim.serve import SimCluster, SimOptions
+from tests.integration.detacher.harness import Cluster, Operator, install
+from tests.waiting import until
+
+SCENARIO = """
+seed: 3
+timeScale: 10
+nodeGroups:
+  - name: web
+    size: 3
+    zone: eu-west-1a
+    bootSeconds: 5
+loadBalancers:
+  - name: web-tg
+    type: target-group
+    port: 30080
+    nodeGroups: [web]
+  - name: web-clb
+    type: classic
+    port: 80
+    nodeGroups: [web]
+"""
+
+TG = LoadBalancerTarget(TARGET_GROUP, "web-tg", 30080)
+CLB = LoadBalancerTarget(CLASSIC, "web-clb")
+
+
+class Env:
+    def __init__(self, sim: SimCluster, client: Client, provider: SimProvider) -> None:
+        self.sim = sim
+        self.client = client
+        self.provider = provider
+        self.cluster = Cluster(client)
+        self.operators: list[Operator] = []
+
+    async def operator(self, **settings: Any) -> Operator:
+        op = await Operator(self.sim.server.url, None, self.provider, **settings).start()
+        self.operators.append(op)
+        return op
+
+    async def nodes(self) -> list[dict[str, Any]]:
+        items, _ = await self.client.list(__import__("nodeops.kube.resources").kube.resources.NODES)
+        return sorted(items, key=lambda n: n["metadata"]["name"])
+
+    def instance(self, node: dict[str, Any]) -> str:
+        return str(node["spec"]["providerID"].rsplit("/", 1)[1])
+
+    async def registered(self, instance: str) -> list[LoadBalancerTarget]:
+        return (await self.provider.registrations()).get(instance, [])
+
+
+@pytest.fixture
+async def env(tmp_path: Path) -> AsyncIterator[Env]:
+    path = tmp_path / "cluster.yaml"
+    path.write_text(SCENARIO)
+    sim = SimCluster(SimOptions(scenario=str(path)))
+    await sim.start()
+    provider = create_provider("sim", {"url": sim.server.url, "poll_interval": 0.05})
+    assert isinstance(provider, SimProvider)
+    async with aiohttp.ClientSession() as session:
+        for lb in ("web-tg", "web-clb"):
+            async with session.patch(
+                f"{sim.server.url}/sim/cloud/loadbalancers/{lb}",
+                json={"deregistrationDelaySeconds": 10},
+            ) as resp:
+                assert resp.status == 200
+    client = Client(sim.server.url, qps=0, timeout=10)
+    await install(client)
+    env = Env(sim, client, provider)
+    try:
+        yield env
+    finally:
+        for op in env.operators:
+            await op.stop()
+        await client.close()
+        await provider.close()
+        await sim.stop()
+
+
+async def test_cordon_detaches_and_uncordon_attaches_the_same_targets(env: Env) -> None:
+    await env.operator()
+    first, second, _ = await env.nodes()
+    name, instance = first["metadata"]["name"], env.instance(first)
+    assert await env.registered(instance) == [CLB, TG]
+
+    await env.cluster.cordon(name)
+    record = await env.cluster.wait_phase(name, "Detached")
+
+    assert await env.registered(instance) == []
+    assert await env.registered(env.instance(second)) == [CLB, TG]
+    states = {(t["type"], t["name"], t.get("port")): t["state"] for t in record["status"]["targets"]}
+    assert states == {
+        ("classic", "web-clb", None): "Deregistered",
+        ("target-group", "web-tg", 30080): "Deregistered",
+    }
+    assert record["status"]["reason"] == "Unschedulable"
+    node = await env.cluster.node(name)
+    assert signals.DETACHING_ANNOTATION in node["metadata"]["annotations"]
+    assert node["metadata"]["labels"][signals.EXCLUDE_LABEL] == signals.EXCLUDE_LABEL_VALUE
+    condition = next(c for c in node["status"]["conditions"] if c["type"] == "NodeDetached")
+    assert (condition["status"], condition["reason"]) == ("True", "Unschedulable")
+    # The kubelet's own conditions are untouched by ours.
+    assert any(c["type"] == "Ready" for c in node["status"]["conditions"])
+
+    await env.cluster.cordon(name, on=False)
+    await env.cluster.wait_phase(name, "Attached")
+    assert await env.registered(instance) == [CLB, TG]
+    node = await env.cluster.node(name)
+    assert signals.DETACHING_ANNOTATION not in (node["metadata"].get("annotations") or {})
+    assert signals.EXCLUDE_LABEL not in node["metadata"]["labels"]
+    condition = next(c for c in node["status"]["conditions"] if c["type"] == "NodeDetached")
+    assert condition["status"] == "False"
+
+
+async def test_waits_for_the_deregistration_delay(env: Env) -> None:
+    await env.operator()
+    first = (await env.nodes())[0]
+    name = first["metadata"]["name"]
+    await env.cluster.cordon(name)
+
+    async def draining() -> bool:
+        record = await env.cluster.record(name)
+        targets = ((record or {}).get("status") or {}).get("targets") or []
+        return any(t["state"] == "Draining" for t in targets)
+
+    await until(draining, timeout=30, what="a target draining")
+    assert await env.cluster.phase(name) == "Detaching"
+    await env.cluster.wait_phase(name, "Detached")
