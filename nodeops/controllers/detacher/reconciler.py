@@ -307,14 +307,20 @@ class DetacherReconciler:
         await self.write_status(record, status)
         self.event(record, WARNING, "InvalidAttachment", "Validate", message)
 
-    async def patch_node(self, node: Obj, body: dict[str, Any], *, status: bool = False) -> Obj:
+    async def patch_node(
+        self, node: Obj, body: dict[str, Any], *, status: bool = False, guarded: bool = False
+    ) -> Obj:
+        """Patch the node. Our annotation and label (merged by key) and our condition (merged by
+        type) cannot undo anyone's write, so they are not guarded: the kubelet writes the node
+        every few seconds and a guard would only make them conflict. Whole lists (taints) and
+        the cordon are `guarded` by the resourceVersion they were read at."""
         return await self.client.patch(
             NODES,
             o.name(node),
             body,
             patch_type="strategic" if status else "merge",
             subresource="status" if status else None,
-            resource_version=o.resource_version(node),
+            resource_version=o.resource_version(node) if guarded else None,
         )
 
     async def set_condition(
@@ -758,7 +764,7 @@ class _Attach(_Pass):
         if self.status.get("cordoned") and spec.get("unschedulable"):
             body.setdefault("spec", {})["unschedulable"] = None
         if body:
-            self.node = await self.r.patch_node(self.node, body)
+            self.node = await self.r.patch_node(self.node, body, guarded="spec" in body)
         self.node = await self.r.set_condition(
             self.node, "False", "Attached", "back in its load balancers", moved=False
         )

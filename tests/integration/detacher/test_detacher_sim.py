@@ -142,3 +142,66 @@ async def test_waits_for_the_deregistration_delay(env: Env) -> None:
     await until(draining, timeout=30, what="a target draining")
     assert await env.cluster.phase(name) == "Detaching"
     await env.cluster.wait_phase(name, "Detached")
+
+
+async def _faults(env: Env, spec: str) -> None:
+    async with aiohttp.ClientSession() as session:
+        async with session.put(
+            f"{env.sim.server.url}/sim/faults", json={"spec": spec, "seed": 1}
+        ) as resp:
+            assert resp.status == 200, await resp.text()
+
+
+async def _deregistrations(env: Env) -> int:
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"{env.sim.server.url}/sim/requests") as resp:
+            stats = await resp.json()
+    return int(stats["byVerbResource"].get("delete/cloud/targets", {}).get("requests", 0))
+
+
+async def test_a_delayed_watch_never_detaches_a_node_that_stays(env: Env) -> None:
+    """The operator learns of a cordon two seconds late, when it has long been undone: the
+    API server is asked again before anything is deregistered, and nothing is."""
+    await _faults(env, "watch-delay=2s@nodes")
+    op = await env.operator()
+    first = (await env.nodes())[0]
+    name, instance = first["metadata"]["name"], env.instance(first)
+    assert op.manager is not None
+    await until(lambda: _ready(op), what="the operator running")
+
+    await env.cluster.cordon(name)
+    await env.cluster.cordon(name, on=False)
+    # The stale "cordoned" reaches the operator at ~2s, the correction at ~2s too; wait until
+    # both have surely been seen, then some.
+    seen = await _node_seen_uncordoned(op, name)
+    assert seen
+    assert await _deregistrations(env) == 0
+    assert await env.registered(instance) == [CLB, TG]
+    assert await env.cluster.record(name) is None
+
+    # A cordon that stays is acted on, late but surely.
+    await env.cluster.cordon(name)
+    await env.cluster.wait_phase(name, "Detached", timeout=60)
+    assert await env.registered(instance) == []
+
+
+async def _ready(op: Operator) -> bool:
+    return op.manager is not None and op.manager.leading.is_set()
+
+
+async def _node_seen_uncordoned(op: Operator, name: str) -> bool:
+    """Wait until the operator's own cache has seen the cordon come and go."""
+    assert op.manager is not None
+    nodes = op.manager.informers.informer(__import__("nodeops.kube.resources").kube.resources.NODES)
+    saw: list[bool] = []
+
+    async def cycled() -> bool:
+        node = nodes.get(name)
+        if node is None:
+            return False
+        cordoned = bool(node["spec"].get("unschedulable"))
+        if not saw or saw[-1] != cordoned:
+            saw.append(cordoned)
+        return saw[-2:] == [True, False]
+
+    return await until(cycled, timeout=30, what="the delayed cordon and uncordon seen")
