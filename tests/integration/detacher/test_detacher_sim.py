@@ -156,7 +156,7 @@ async def _deregistrations(env: Env) -> int:
     async with aiohttp.ClientSession() as session:
         async with session.get(f"{env.sim.server.url}/sim/requests") as resp:
             stats = await resp.json()
-    return int(stats["byVerbResource"].get("delete/cloud/targets", {}).get("requests", 0))
+    return int(stats["by_verb_resource"].get("delete/cloud/targets", {}).get("requests", 0))
 
 
 async def test_a_delayed_watch_never_detaches_a_node_that_stays(env: Env) -> None:
