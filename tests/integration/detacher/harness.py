@@ -16,7 +16,7 @@ from nodeops.api import all_crds
 from nodeops.controllers.detacher.controller import detacher_controller
 from nodeops.controllers.detacher.reconciler import ATTACHMENTS
 from nodeops.controllers.detacher.settings import DetacherSettings
-from nodeops.kube import Client, Manager, errors
+from nodeops.kube import Client, Controller, Manager, errors
 from nodeops.kube.resources import CRDS, NAMESPACES, NODES
 from nodeops.providers.base import LoadBalancers
 from tests.waiting import until
@@ -52,15 +52,25 @@ class Operator:
         self.client: Client | None = None
         self.manager: Manager | None = None
         self.task: asyncio.Task[int] | None = None
+        self.controller: Controller | None = None
 
     async def start(self) -> Operator:
         self.client = Client(self.url, token=self.token, qps=0, timeout=10)
         self.manager = Manager(self.client, metrics_addr="0", health_addr="0")
-        self.manager.add(
-            detacher_controller(self.manager, self.provider, self.settings, namespace=NAMESPACE)
+        self.controller = detacher_controller(
+            self.manager, self.provider, self.settings, namespace=NAMESPACE
         )
+        self.manager.add(self.controller)
         self.task = asyncio.create_task(self.manager.run(), name="operator")
         return self
+
+    async def running(self) -> bool:
+        return self.manager is not None and self.manager.leading.is_set()
+
+    async def idle(self) -> bool:
+        """Nothing queued and nothing being reconciled (requeues with a delay do not count)."""
+        assert self.controller is not None
+        return len(self.controller.queue) == 0 and self.controller.queue.processing == 0
 
     async def stop(self) -> None:
         if self.manager is not None and self.task is not None and not self.task.done():

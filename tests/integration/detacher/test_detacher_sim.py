@@ -11,6 +11,7 @@ import pytest
 
 from nodeops.controllers.detacher import signals
 from nodeops.kube import Client
+from nodeops.kube.resources import NODES
 from nodeops.providers.base import CLASSIC, TARGET_GROUP, LoadBalancerTarget
 from nodeops.providers.registry import create_provider
 from nodeops.providers.sim import SimProvider
@@ -55,7 +56,7 @@ class Env:
         return op
 
     async def nodes(self) -> list[dict[str, Any]]:
-        items, _ = await self.client.list(__import__("nodeops.kube.resources").kube.resources.NODES)
+        items, _ = await self.client.list(NODES)
         return sorted(items, key=lambda n: n["metadata"]["name"])
 
     def instance(self, node: dict[str, Any]) -> str:
@@ -166,15 +167,14 @@ async def test_a_delayed_watch_never_detaches_a_node_that_stays(env: Env) -> Non
     op = await env.operator()
     first = (await env.nodes())[0]
     name, instance = first["metadata"]["name"], env.instance(first)
-    assert op.manager is not None
-    await until(lambda: _ready(op), what="the operator running")
+    await until(op.running, what="the operator running")
 
     await env.cluster.cordon(name)
     await env.cluster.cordon(name, on=False)
     # The stale "cordoned" reaches the operator at ~2s, the correction at ~2s too; wait until
     # both have surely been seen, then some.
-    seen = await _node_seen_uncordoned(op, name)
-    assert seen
+    assert await _node_seen_uncordoned(op, name)
+    await until(op.idle, timeout=30, what="the operator done with both events")
     assert await _deregistrations(env) == 0
     assert await env.registered(instance) == [CLB, TG]
     assert await env.cluster.record(name) is None
@@ -185,14 +185,10 @@ async def test_a_delayed_watch_never_detaches_a_node_that_stays(env: Env) -> Non
     assert await env.registered(instance) == []
 
 
-async def _ready(op: Operator) -> bool:
-    return op.manager is not None and op.manager.leading.is_set()
-
-
 async def _node_seen_uncordoned(op: Operator, name: str) -> bool:
     """Wait until the operator's own cache has seen the cordon come and go."""
     assert op.manager is not None
-    nodes = op.manager.informers.informer(__import__("nodeops.kube.resources").kube.resources.NODES)
+    nodes = op.manager.informers.informer(NODES)
     saw: list[bool] = []
 
     async def cycled() -> bool:
