@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
+from dataclasses import dataclass
 from typing import Any
+
+from aiohttp import web
 
 from nodeops.api import all_crds
 from nodeops.controllers.detacher.controller import detacher_controller
@@ -134,3 +138,57 @@ class Cluster:
         found = await until(reached, timeout=timeout, what=f"{name} {phase}")
         assert found is not None
         return found
+
+
+@dataclass(frozen=True)
+class Logged:
+    """One request as the server saw it: when it arrived and when it was answered."""
+
+    arrived: float
+    answered: float
+    method: str
+    path: str
+    status: int
+
+
+class RequestLog:
+    """Records the simulator's requests (API and cloud) with monotonic times, to order events
+    that different clients caused: an aiohttp middleware around the whole server."""
+
+    def __init__(self) -> None:
+        self.entries: list[Logged] = []
+
+    def attach(self, server: Any) -> None:
+        """Wrap `server.make_app` (before the server starts) so every request is logged."""
+        make_app = server.make_app
+
+        @web.middleware
+        async def log(request: web.Request, handler: Any) -> web.StreamResponse:
+            arrived = time.monotonic()
+            status = 500
+            try:
+                response = await handler(request)
+                status = response.status
+                return response
+            finally:
+                if request.method != "GET":
+                    self.entries.append(
+                        Logged(arrived, time.monotonic(), request.method, request.path, status)
+                    )
+
+        def app() -> web.Application:
+            made = make_app()
+            made.middlewares.append(log)
+            return made
+
+        server.make_app = app
+
+    def evictions(self) -> list[Logged]:
+        return [e for e in self.entries if e.path.endswith("/eviction") and e.status < 300]
+
+    def deregistrations(self) -> list[Logged]:
+        return [
+            e
+            for e in self.entries
+            if e.method == "DELETE" and "/sim/cloud/loadbalancers/" in e.path and e.status < 300
+        ]

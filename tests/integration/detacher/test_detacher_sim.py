@@ -105,7 +105,9 @@ async def test_cordon_detaches_and_uncordon_attaches_the_same_targets(env: Env) 
 
     assert await env.registered(instance) == []
     assert await env.registered(env.instance(second)) == [CLB, TG]
-    states = {(t["type"], t["name"], t.get("port")): t["state"] for t in record["status"]["targets"]}
+    states = {
+        (t["type"], t["name"], t.get("port")): t["state"] for t in record["status"]["targets"]
+    }
     assert states == {
         ("classic", "web-clb", None): "Deregistered",
         ("target-group", "web-tg", 30080): "Deregistered",
