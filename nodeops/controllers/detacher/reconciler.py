@@ -112,6 +112,8 @@ _STOP_PODS_FOR: Final = frozenset(
 _FRESH_PHASES: Final = frozenset({None, "", "Attached", "Attaching", "Invalid"})
 _DETACHED_PHASES: Final = frozenset({"Detaching", "Detached"})
 _STOP_POLL_SECONDS: Final = 2.0
+_SOON: Final = 0.05
+"""A requeue for the next step of work already decided (a delay of 0 means no requeue)."""
 
 
 def _now() -> datetime:
@@ -625,7 +627,7 @@ class _Detach(_Pass):
         if changed:
             await self.save()
         if any(row.state == REGISTERED for row in self.rows):
-            return 0.1  # back to deregistering, on a fresh pass
+            return _SOON  # back to deregistering, on a fresh pass
         return min(waits) if waits else None
 
     # -- pods ----------------------------------------------------------------------------------
@@ -655,7 +657,7 @@ class _Detach(_Pass):
         if not daemonsets and self.r.settings.stop_daemonset_pods:
             await self.save(daemonSetPodsStopped=True, message="stopping DaemonSet pods")
             self.r.event(self.node, NORMAL, "StoppingDaemonSetPods", "Drain", "all other pods gone")
-            return 0.0
+            return _SOON
         await self.save(podsStoppedAt=_micro(_now()), message="detached; pods stopped")
         self.r.event(self.node, NORMAL, "PodsStopped", "Drain", "the node's pods are stopped")
         return None
