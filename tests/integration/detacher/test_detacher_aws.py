@@ -316,12 +316,12 @@ async def test_an_ingress_rollout_detaches_each_node_while_its_pod_is_replaced(
         await watch_records()
         current = await env.client.get(DAEMONSETS, "ingress", "edge")
         status = current.get("status") or {}
-        done = (
-            status.get("updatedNumberScheduled") == 3
-            and status.get("numberReady") == 3
+        desired = status.get("desiredNumberScheduled")
+        return (
+            status.get("updatedNumberScheduled") == desired
+            and status.get("numberReady") == desired
             and all("Attached:" in seen[n] for n in NODES)
         )
-        return done
 
     await until(rolled, timeout=120, what="the rollout done and every worker back")
     for node in NODES:
