@@ -7,6 +7,7 @@ front of moto, a request log in the simulated API server), never from the operat
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -181,7 +182,7 @@ async def test_cordon_detaches_from_every_target_before_any_pod_is_evicted(env: 
         for prefix in ("web-", "cache-", "agent-")
     ]
     assert all(groups), [len(g) for g in groups]
-    for earlier, later in zip(groups, groups[1:], strict=False):
+    for earlier, later in itertools.pairwise(groups):
         assert max(e.arrived for e in earlier) < min(e.arrived for e in later)
     node = await env.cluster.node("worker-a")
     assert any(t["key"] == DAEMONSET_DRAIN_TAINT for t in node["spec"]["taints"])

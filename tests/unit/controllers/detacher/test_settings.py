@@ -54,3 +54,30 @@ def test_bad_settings_name_the_field(field: str, value: object) -> None:
     with pytest.raises(ValidationError) as caught:
         DetacherSettings(**{field: value})
     assert caught.value.errors()[0]["loc"][0] == field
+
+
+def test_flags_and_environment_of_nodeops_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nodeops.cli import build_parser
+    from nodeops.controllers import plugins
+    from nodeops.run import plugin_settings
+
+    plugin = plugins()["detacher"]
+    monkeypatch.setenv("NODEOPS_DETACHER_TAINTS", "karpenter.sh/disrupted,example.com/*")
+    args = build_parser().parse_args(
+        [
+            "run",
+            "--controllers",
+            "detacher",
+            "--detacher-daemonsets",
+            "edge/contour,ingress/nginx",
+            "--detacher-manage-daemonset-pods",
+            "--detacher-stop-pods",
+            "--detacher-sync-period",
+            "15",
+        ]
+    )
+    settings = plugin_settings(plugin, args)
+    assert isinstance(settings, DetacherSettings)
+    assert settings.ingress_daemonsets == {("edge", "contour"), ("ingress", "nginx")}
+    assert settings.taints == ["karpenter.sh/disrupted", "example.com/*"]
+    assert (settings.stop_pods, settings.sync_period) == (True, 15.0)
