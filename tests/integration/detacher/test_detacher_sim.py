@@ -10,8 +10,9 @@ import aiohttp
 import pytest
 
 from nodeops.controllers.detacher import signals
+from nodeops.controllers.detacher.reconciler import ATTACHMENTS
 from nodeops.kube import Client
-from nodeops.kube.resources import NODES
+from nodeops.kube.resources import NAMESPACES, NODES, SERVICES
 from nodeops.providers.base import CLASSIC, TARGET_GROUP, LoadBalancerTarget
 from nodeops.providers.registry import create_provider
 from nodeops.providers.sim import SimProvider
@@ -36,10 +37,16 @@ loadBalancers:
     type: classic
     port: 80
     nodeGroups: [web]
+  - name: other-tg
+    type: target-group
+    port: 31000
+    nodeGroups: [web]
 """
 
 TG = LoadBalancerTarget(TARGET_GROUP, "web-tg", 30080)
 CLB = LoadBalancerTarget(CLASSIC, "web-clb")
+OTHER = LoadBalancerTarget(TARGET_GROUP, "other-tg", 31000)
+ALL = [CLB, OTHER, TG]
 
 
 class Env:
@@ -75,7 +82,7 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
     provider = create_provider("sim", {"url": sim.server.url, "poll_interval": 0.05})
     assert isinstance(provider, SimProvider)
     async with aiohttp.ClientSession() as session:
-        for lb in ("web-tg", "web-clb"):
+        for lb in ("web-tg", "web-clb", "other-tg"):
             async with session.patch(
                 f"{sim.server.url}/sim/cloud/loadbalancers/{lb}",
                 json={"deregistrationDelaySeconds": 10},
@@ -98,18 +105,19 @@ async def test_cordon_detaches_and_uncordon_attaches_the_same_targets(env: Env) 
     await env.operator()
     first, second, _ = await env.nodes()
     name, instance = first["metadata"]["name"], env.instance(first)
-    assert await env.registered(instance) == [CLB, TG]
+    assert await env.registered(instance) == ALL
 
     await env.cluster.cordon(name)
     record = await env.cluster.wait_phase(name, "Detached")
 
     assert await env.registered(instance) == []
-    assert await env.registered(env.instance(second)) == [CLB, TG]
+    assert await env.registered(env.instance(second)) == ALL
     states = {
         (t["type"], t["name"], t.get("port")): t["state"] for t in record["status"]["targets"]
     }
     assert states == {
         ("classic", "web-clb", None): "Deregistered",
+        ("target-group", "other-tg", 31000): "Deregistered",
         ("target-group", "web-tg", 30080): "Deregistered",
     }
     assert record["status"]["reason"] == "Unschedulable"
@@ -123,7 +131,7 @@ async def test_cordon_detaches_and_uncordon_attaches_the_same_targets(env: Env) 
 
     await env.cluster.cordon(name, on=False)
     await env.cluster.wait_phase(name, "Attached")
-    assert await env.registered(instance) == [CLB, TG]
+    assert await env.registered(instance) == ALL
     node = await env.cluster.node(name)
     assert signals.DETACHING_ANNOTATION not in (node["metadata"].get("annotations") or {})
     assert signals.EXCLUDE_LABEL not in node["metadata"]["labels"]
@@ -178,7 +186,7 @@ async def test_a_delayed_watch_never_detaches_a_node_that_stays(env: Env) -> Non
     assert await _node_seen_uncordoned(op, name)
     await until(op.idle, timeout=30, what="the operator done with both events")
     assert await _deregistrations(env) == 0
-    assert await env.registered(instance) == [CLB, TG]
+    assert await env.registered(instance) == ALL
     assert await env.cluster.record(name) is None
 
     # A cordon that stays is acted on, late but surely.
@@ -203,3 +211,72 @@ async def _node_seen_uncordoned(op: Operator, name: str) -> bool:
         return saw[-2:] == [True, False]
 
     return await until(cycled, timeout=30, what="the delayed cordon and uncordon seen")
+
+
+async def test_services_discovery_and_static_targets_leave_only_those(env: Env) -> None:
+    """discovery=services: the load balancers tagged for a NodePort Service, plus a static
+    target; a load balancer neither names keeps the node."""
+    tags = {"kubernetes.io/service-name": "shop/web", "kubernetes.io/cluster/c1": "owned"}
+    async with aiohttp.ClientSession() as session:
+        async with session.patch(
+            f"{env.sim.server.url}/sim/cloud/loadbalancers/web-tg", json={"tags": tags}
+        ) as resp:
+            assert resp.status == 200
+    await env.client.create(NAMESPACES, {"metadata": {"name": "shop"}})
+    service = {
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"type": "NodePort", "selector": {"app": "web"}, "ports": [{"port": 80}]},
+    }
+    await env.client.create(SERVICES, service, "shop")
+    await env.operator(discovery="services", cluster_name="c1", static_targets=["classic:web-clb"])
+    first = (await env.nodes())[0]
+    name, instance = first["metadata"]["name"], env.instance(first)
+
+    await env.cluster.cordon(name)
+    record = await env.cluster.wait_phase(name, "Detached")
+
+    assert await env.registered(instance) == [OTHER]
+    assert [(t["type"], t["name"], t.get("source")) for t in record["spec"]["targets"]] == [
+        ("classic", "web-clb", "Static"),
+        ("target-group", "web-tg", "Discovered"),
+    ]
+    await env.cluster.cordon(name, on=False)
+    await env.cluster.wait_phase(name, "Attached")
+    assert await env.registered(instance) == ALL
+
+
+async def test_a_deleted_node_takes_its_record_along(env: Env) -> None:
+    op = await env.operator()
+    name = (await env.nodes())[2]["metadata"]["name"]
+    await env.cluster.cordon(name)
+    await env.cluster.wait_phase(name, "Detached")
+    await env.client.delete(NODES, name)
+
+    async def gone() -> bool:
+        return await env.cluster.record(name) is None
+
+    await until(gone, timeout=30, what="the record removed")
+    await until(op.idle, what="the operator idle")
+
+
+async def test_an_invalid_record_is_reported_naming_the_field(env: Env) -> None:
+    await env.operator()
+    name = (await env.nodes())[1]["metadata"]["name"]
+    body = {
+        "apiVersion": "nodeops.dev/v1alpha1",
+        "kind": "LoadBalancerAttachment",
+        "metadata": {"name": name, "namespace": "nodeops-system"},
+        "spec": {
+            "nodeName": name,
+            "targets": [{"type": "classic", "name": "a"}, {"type": "classic", "name": "a"}],
+        },
+    }
+    await env.client.create(ATTACHMENTS, body, "nodeops-system")
+    record = await env.cluster.wait_phase(name, "Invalid")
+    assert record["status"]["message"] == (
+        "invalid: spec.targets[1]: Duplicate value: same as spec.targets[0]"
+    )
+    # Nothing is done to the node meanwhile: a cordon does not detach it.
+    await env.cluster.cordon(name)
+    first = (await env.nodes())[1]
+    assert await env.registered(env.instance(first)) == ALL
