@@ -33,6 +33,7 @@ from nodeops.api.loadbalancerattachment import parse as parse_attachment
 from nodeops.controllers.detacher import signals
 from nodeops.controllers.detacher.discovery import Inventory, service_refs
 from nodeops.controllers.detacher.ingress import ingress_view
+from nodeops.controllers.detacher.metrics import DRAINING_TIMEOUTS, TARGET_CALLS, TRANSITIONS
 from nodeops.controllers.detacher.record import (
     DEREGISTERED,
     DEREGISTERING,
@@ -444,6 +445,7 @@ class _Detach(_Pass):
                 detachedAt=_micro(_now()),
                 message=f"detached from {count} load balancer target(s)",
             )
+            TRANSITIONS.labels("Detached").inc()
             self.r.event(self.node, NORMAL, "Detached", "Detach", str(self.status["message"]))
         if self.r.settings.stop_pods and _STOP_PODS_FOR & set(self.reasons):
             waiting = await self.stop_pods()
@@ -566,12 +568,14 @@ class _Detach(_Pass):
             try:
                 await self.r.provider.deregister(row.target, self.instance)
             except ProviderError as exc:
+                TARGET_CALLS.labels("deregister", exc.code).inc()
                 if exc.retryable:
                     raise
                 self.set_row(i, self.rows[i].to(DEREGISTERING, message=str(exc)))
                 await self.save()
                 self.r.event(self.node, WARNING, "DeregisterFailed", "Detach", str(exc))
                 return Result(requeue_after=self.r.settings.sync_period)
+            TARGET_CALLS.labels("deregister", "ok").inc()
             self.set_row(
                 i,
                 self.rows[i].to(DRAINING if wait else DEREGISTERED, deregistered_at=_micro(_now())),
@@ -620,6 +624,7 @@ class _Detach(_Pass):
                 message = f"still draining after {timeout:g}s; carried on"
                 self.set_row(i, row.to(DEREGISTERED, message=message))
                 changed = True
+                DRAINING_TIMEOUTS.inc()
                 self.r.event(self.node, WARNING, "DrainingTimedOut", "Detach", message)
             else:
                 left = until - now if health.state is RegistrationState.UNUSED else poll
@@ -724,12 +729,14 @@ class _Attach(_Pass):
                 try:
                     await self.r.provider.register(row.target, instance)
                 except ProviderError as exc:
+                    TARGET_CALLS.labels("register", exc.code).inc()
                     if exc.retryable:
                         raise
                     self.set_row(i, self.rows[i].to(NOT_REGISTERED, message=str(exc)))
                     await self.save()
                     self.r.event(self.node, WARNING, "RegisterFailed", "Attach", str(exc))
                     continue
+                TARGET_CALLS.labels("register", "ok").inc()
                 self.set_row(
                     i,
                     self.rows[i].to(REGISTERED, registered_at=_micro(_now()), message=None),
@@ -748,6 +755,7 @@ class _Attach(_Pass):
                 cordoned=None,
                 daemonSetPodsStopped=None,
             )
+            TRANSITIONS.labels("Attached").inc()
             self.r.event(self.node, NORMAL, "Attached", "Attach", str(self.status["message"]))
         return None
 

@@ -12,6 +12,7 @@ import pytest
 from nodeops.controllers.detacher import signals
 from nodeops.controllers.detacher.reconciler import ATTACHMENTS
 from nodeops.kube import Client
+from nodeops.kube.metrics import REGISTRY
 from nodeops.kube.resources import NAMESPACES, NODES, SERVICES
 from nodeops.providers.base import CLASSIC, TARGET_GROUP, LoadBalancerTarget
 from nodeops.providers.registry import create_provider
@@ -132,6 +133,12 @@ async def test_cordon_detaches_and_uncordon_attaches_the_same_targets(env: Env) 
     await env.cluster.cordon(name, on=False)
     await env.cluster.wait_phase(name, "Attached")
     assert await env.registered(instance) == ALL
+    assert (
+        REGISTRY.get_sample_value(
+            "nodeops_detacher_target_calls_total", {"call": "register", "outcome": "ok"}
+        )
+        >= 3
+    )
     node = await env.cluster.node(name)
     assert signals.DETACHING_ANNOTATION not in (node["metadata"].get("annotations") or {})
     assert signals.EXCLUDE_LABEL not in node["metadata"]["labels"]
