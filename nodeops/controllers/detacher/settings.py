@@ -80,7 +80,7 @@ class DetacherSettings(BaseModel):
     cluster_name: str | None = Field(
         default=None,
         description="The cluster whose tags count when finding a Service's load balancers "
-        "(discovery=services); defaults to the provider's own setting.",
+        "(services discovery); defaults to the provider's own setting.",
     )
     cache_seconds: float = Field(
         default=60.0,
@@ -128,7 +128,7 @@ class DetacherSettings(BaseModel):
     )
     stop_daemonset_pods: bool = Field(
         default=False,
-        description="With stop_pods, stop DaemonSet pods too, after every other pod; the "
+        description="When pods are stopped, stop DaemonSet pods too, after every other pod; the "
         "node is tainted until it comes back so that they are not recreated.",
     )
     drain_force: bool = Field(
@@ -146,7 +146,7 @@ class DetacherSettings(BaseModel):
         default_factory=list,
         description="Ingress DaemonSets (namespace/name): when one of their pods on a node "
         "starts terminating (a rolling update), the node is detached first and attached again "
-        "once the new pod is ready. Needs manage_daemonset_pods.",
+        "once the new pod is ready. Needs the management of DaemonSet pods on.",
     )
     manage_daemonset_pods: bool = Field(
         default=False,
