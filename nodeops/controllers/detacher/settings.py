@@ -66,7 +66,7 @@ class DetacherSettings(BaseModel):
         "all (every classic load balancer and instance target group the provider sees, "
         "scanned once per cache period for all nodes), services (those the cloud made for "
         "Services of type LoadBalancer and NodePort, found by their tags) or static (only "
-        "static_targets and the targets written in a node's LoadBalancerAttachment).",
+        "the static targets and the targets written in a node's LoadBalancerAttachment).",
     )
     static_targets: list[str] = Field(
         default_factory=list,
@@ -85,13 +85,13 @@ class DetacherSettings(BaseModel):
     cache_seconds: float = Field(
         default=60.0,
         gt=0,
-        description="How long one scan of the load balancers is reused for every node; a node "
-        "not found in it is looked up again at most every miss_refresh_seconds.",
+        description="How long one scan of the load balancers is reused for every node.",
     )
     miss_refresh_seconds: float = Field(
         default=5.0,
         ge=0,
-        description="The youngest scan that is refreshed when a node is missing from it.",
+        description="A node missing from a cached scan (registered after it) refreshes the "
+        "scan, unless the scan is younger than this (s).",
     )
     taints: list[str] = Field(
         default_factory=list,
