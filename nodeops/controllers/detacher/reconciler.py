@@ -429,6 +429,10 @@ class _Detach(_Pass):
                 return None
             await self.start()
         await self.mark()
+        joined = ",".join(self.reasons)
+        if self.status.get("reason") != joined:
+            # Why the node stays out changed (a cordon during an ingress rollout, say).
+            await self.save(reason=joined)
         if any(row.state in (REGISTERED, DEREGISTERING) for row in self.rows):
             if not await self.confirm():
                 return None
