@@ -294,6 +294,11 @@ class DetacherReconciler:
         if record is None:
             return
         try:
+            await self.client.get(NODES, name)
+            return  # only the cache has not seen it yet (a record written before its node)
+        except errors.NotFound:
+            pass
+        try:
             await self.client.delete(
                 ATTACHMENTS, name, self.namespace, preconditions={"uid": o.uid(record)}
             )
