@@ -371,6 +371,7 @@ class Controller:
         await self.wait_for_sources()
         if self.stopping.is_set():
             return
+        self._workers = [t for t in self._workers if not t.done()]
         for i in range(self.max_concurrent_reconciles):
             self._workers.append(
                 asyncio.create_task(self._worker(), name=f"controller:{self.name}:{i}")

