@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
-import gc
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -26,6 +25,7 @@ from typing import Any
 import orjson
 import structlog
 
+from nodeops.common.gcpause import paused_gc
 from nodeops.common.jsonbytes import dumps_exact
 from nodeops.common.selectors import (
     FieldSelector,
@@ -574,7 +574,7 @@ class Informer:
                 limit=self.page_size,
                 continue_token=token,
             )
-            with _no_cyclic_gc():
+            with paused_gc:
                 page = orjson.loads(payload)
                 del payload
                 for item in page.get("items") or ():
@@ -931,25 +931,6 @@ def _field_value(obj: Mapping[str, Any], path: str) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
-
-
-@contextlib.contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    """Keep the cyclic garbage collector out of decoding and caching one list page.
-
-    A page of 500 pods decodes into some 50,000 containers; each allocation burst triggers
-    collections, and the full ones walk everything the cache holds, so a 150,000-pod sync spent
-    more time collecting than decoding (quadratic in the cache's size). Decoded JSON has no
-    reference cycles, so nothing is lost by not looking for them; reference counting frees the
-    page as soon as it is processed. The section never awaits, so no other task runs under it.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _release_free_memory() -> None:
