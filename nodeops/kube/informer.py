@@ -717,11 +717,18 @@ class Informer:
         return self._task
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        """Stop listing and watching; the cache keeps what it holds.
+
+        A task that had already died is not re-raised here: its end was reported (and, under a
+        manager, handled) when it happened.
+        """
+        task, self._task = self._task, None
+        if task is None:
+            return
+        task.cancel()
+        await asyncio.wait({task})
+        if not task.cancelled() and task.exception() is not None:
+            self._log.debug("stopped an informer that had failed", error=str(task.exception()))
 
 
 class InformerFactory:
