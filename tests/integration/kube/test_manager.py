@@ -4,9 +4,7 @@ loss, runnables, probes, events and the reconcile-result metrics."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -29,32 +27,16 @@ from nodeops.kube import (
     Stopping,
     owner_reference,
 )
-from nodeops.kube.metrics import REGISTRY
 from nodeops.kube.resources import CONFIGMAPS, EVENTS, LEASES, NODES, PODS, SECRETS
 from nodeops.sim.server.app import SimServer
+from tests.integration.kube.support import running, sample
 from tests.waiting import until
 
 NS = "default"
 
 
-def sample(name: str, **labels: str) -> float:
-    return REGISTRY.get_sample_value(name, labels) or 0.0
-
-
 async def _create(client: Client, name: str, res: Resource = CONFIGMAPS) -> dict[str, Any]:
     return await client.create(res, {"metadata": {"name": name}}, NS)
-
-
-@contextlib.asynccontextmanager
-async def running(manager: Manager) -> AsyncIterator[asyncio.Task[int]]:
-    task = asyncio.create_task(manager.run())
-    try:
-        yield task
-    finally:
-        if not task.done():
-            manager.stop()
-        with contextlib.suppress(BaseException):
-            await asyncio.wait_for(task, 30)
 
 
 # ---------------------------------------------------------------------- stop

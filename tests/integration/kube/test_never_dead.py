@@ -4,7 +4,6 @@ that keeps failing fails readiness, and a task that dies is restarted or stops t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -24,16 +23,12 @@ from nodeops.kube import (
     errors,
 )
 from nodeops.kube.informer import Informer
-from nodeops.kube.metrics import REGISTRY
 from nodeops.kube.resources import CONFIGMAPS, PODS
 from nodeops.sim.server.app import SimServer
+from tests.integration.kube.support import running, sample
 from tests.waiting import until
 
 NS = "default"
-
-
-def sample(metric: str, **labels: str) -> float:
-    return REGISTRY.get_sample_value(metric, labels) or 0.0
 
 
 # ---------------------------------------------------------------------- one bad object
@@ -197,17 +192,6 @@ async def _readyz(http: aiohttp.ClientSession, manager: Manager) -> int:
         return 0  # not serving yet
     async with http.get(f"http://127.0.0.1:{manager.health_endpoint.port}/readyz") as resp:
         return resp.status
-
-
-@contextlib.asynccontextmanager
-async def running(manager: Manager) -> AsyncIterator[asyncio.Task[int]]:
-    task = asyncio.create_task(manager.run())
-    try:
-        yield task
-    finally:
-        manager.stop()
-        with contextlib.suppress(BaseException):
-            await asyncio.wait_for(task, 30)
 
 
 async def test_a_cache_that_keeps_failing_fails_readiness(client: Client, sim: SimServer) -> None:
