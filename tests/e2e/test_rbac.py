@@ -112,6 +112,80 @@ async def leads_and_hands_over(run: Run) -> None:
     assert not lease["spec"].get("holderIdentity"), "the lease was not released on stop"
 
 
+def _registry_of(run: Run, group: str, version: str, plural: str) -> Any:
+    return run.sim.server.registry.lookup(group, version, plural)
+
+
+def _record(run: Run) -> dict[str, Any] | None:
+    try:
+        return run.get("nodeops.dev", "v1alpha1", "loadbalancerattachments", NAMESPACE, "node-0")
+    except Exception:
+        return None
+
+
+async def detaches_a_node_and_brings_it_back(run: Run) -> None:
+    """The detacher: a cordoned node is detached and its pods stopped, a NodeDrainRule choosing
+    by namespace labels and the ingress DaemonSet's pod last; uncordoned, it is attached again;
+    deleted, its record goes."""
+    from nodeops.api import all_crds
+    from nodeops.sim import objects
+
+    server = run.sim.server
+    for crd in all_crds():
+        server.create(crd)
+    server.create(
+        {"apiVersion": "v1", "kind": "Namespace",
+         "metadata": {"name": "edge", "labels": {"team": "edge"}}}
+    )  # fmt: skip
+    server.create(objects.make_daemonset("ingress", "edge", containers=1))
+    server.create(objects.make_replicaset("web", "edge", replicas=1, containers=1))
+    server.create(
+        {"apiVersion": "nodeops.dev/v1alpha1", "kind": "NodeDrainRule",
+         "metadata": {"name": "edge-first"},
+         "spec": {"drain": {"behavior": "Drain", "order": -1},
+                  "pods": [{"namespaceSelector": {"matchLabels": {"team": "edge"}}}]}}
+    )  # fmt: skip
+    ca = run.kubeconfig.parent / "ca.pem"
+    assert server.ca_pem is not None
+    ca.write_bytes(server.ca_pem)
+    config = run.kubeconfig.parent / "providers.yaml"
+    config.write_text(
+        f"providers:\n  sim:\n    url: {server.url}\n    token: {server.admin_token}\n"
+        f"    ca_file: {ca}\n"
+    )
+    pods = _registry_of(run, "", "v1", "pods")
+    nodes = _registry_of(run, "", "v1", "nodes")
+
+    def running() -> bool:
+        entries = server.store.bucket(pods.storage_key).entries("edge")
+        items = [server.registry.decode(pods, e) for e in entries]
+        return len(items) == 2 and all(
+            (p.get("status") or {}).get("phase") == "Running" for p in items
+        )
+
+    await until(run, running, "the edge pods running")
+    await run.start(
+        "--controllers=detacher", "--provider=sim", f"--provider-config={config}",
+        "--detacher-stop-pods", "--detacher-stop-daemonset-pods",
+        "--detacher-drain-delete-emptydir-data", "--detacher-discovery=services",
+        "--detacher-manage-daemonset-pods", "--detacher-daemonsets=edge/ingress",
+    )  # fmt: skip
+    server.registry.patch(nodes, "", "node-0", "merge", {"spec": {"unschedulable": True}})
+
+    def stopped() -> bool:
+        return bool(((_record(run) or {}).get("status") or {}).get("podsStoppedAt"))
+
+    await until(run, stopped, "the node detached and its pods stopped")
+    server.registry.patch(nodes, "", "node-0", "merge", {"spec": {"unschedulable": None}})
+
+    def attached() -> bool:
+        return ((_record(run) or {}).get("status") or {}).get("phase") == "Attached"
+
+    await until(run, attached, "the node attached again")
+    server.registry.delete(nodes, "", "node-0", {})
+    await until(run, lambda: _record(run) is None, "the deleted node's record removed")
+
+
 KUBERNIKUS_CONFIG = """\
 intervals:
   requeue: 1s
@@ -223,6 +297,7 @@ async def kubernikus_replaces_a_node(run: Run) -> None:
 
 SCENARIOS = [
     Scenario("runtime", (), leads_and_hands_over),
+    Scenario("detacher", (COMPONENTS / "detacher",), detaches_a_node_and_brings_it_back),
     Scenario("kubernikus", (COMPONENTS / "kubernikus",), kubernikus_replaces_a_node),
 ]
 
@@ -291,11 +366,7 @@ def _every_rule() -> list[Any]:
     with tempfile.TemporaryDirectory() as tmp:
         components = tuple(sorted({c for s in SCENARIOS for c in s.components}))
         found = list(rules(rbac_objects(Path(tmp), components)))
-    params = []
-    for role, index in found:
-        marks = []
-        params.append(pytest.param(role, index, marks=marks, id=f"{role}[{index}]"))
-    return params
+    return [pytest.param(role, index, id=f"{role}[{index}]") for role, index in found]
 
 
 @pytest.mark.parametrize(("role", "index"), _every_rule())
