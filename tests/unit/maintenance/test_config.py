@@ -125,9 +125,8 @@ def test_environment_interpolation() -> None:
 
 
 def test_legacy_keys_warn() -> None:
-    text = (
-        "keys: {state: x}\nintervals: {requeue: 1m, notify: 5h}\n"
-        + base().replace("    transitions:\n", "    check: a\n    transitions:\n")
+    text = "keys: {state: x}\nintervals: {requeue: 1m, notify: 5h}\n" + base().replace(
+        "    transitions:\n", "    check: a\n    transitions:\n"
     )
     config = load_text(text, "m.yaml", env={})
     lines = [str(w) for w in config.warnings]
@@ -175,9 +174,7 @@ KEYS = st.sampled_from(
 )  # fmt: skip
 VALUES = st.recursive(
     SCALARS,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=3), st.dictionaries(KEYS, inner, max_size=4)
-    ),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(KEYS, inner, max_size=4)),
     max_leaves=25,
 )
 

@@ -37,7 +37,7 @@ def render(source: str, **overrides: object) -> str:
 def test_reference_messages() -> None:
     assert (
         render(
-            '{{ .Node.Name }} will reboot now to update Flatcar Linux from version {{ index '
+            "{{ .Node.Name }} will reboot now to update Flatcar Linux from version {{ index "
             '.Node.Labels "flatcar-linux-update.v1.flatcar-linux.net/version" }} to version '
             '{{ index .Node.Annotations "flatcar-linux-update.v1.flatcar-linux.net/new-version" }}'
         )
