@@ -48,7 +48,7 @@ def _parse_time(value: Any, where: str) -> datetime:
     # Go writes up to nine fractional digits; Python reads six.
     if "." in text:
         head, _, rest = text.partition(".")
-        digits = "".join(c for c in rest if c.isdigit())
+        digits = rest[: len(rest) - len(rest.lstrip("0123456789"))]
         tz = rest[len(digits) :]
         text = f"{head}.{digits[:6].ljust(6, '0')}{tz}"
     try:

@@ -188,6 +188,7 @@ class MailConfig(PluginConfig):
     user: str = ""
     password: str = ""
     startTLS: str = "auto"  # auto: when offered; always: refuse servers without it; never
+    caFile: str = ""  # CA bundle to verify the server with (default: the system's)
 
     def host_port(self) -> tuple[str, int]:
         host, _, port = self.address.rpartition(":")
@@ -229,7 +230,7 @@ class Mail:
             smtp.ehlo()
             secure = False
             if c.startTLS != "never" and smtp.has_extn("starttls"):
-                smtp.starttls(context=ssl.create_default_context())
+                smtp.starttls(context=ssl.create_default_context(cafile=c.caFile or None))
                 smtp.ehlo()
                 secure = True
             elif c.startTLS == "always":

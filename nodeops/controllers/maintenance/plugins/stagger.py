@@ -38,7 +38,7 @@ def parse_micro_time(value: str | None) -> datetime | None:
     text = value.replace("Z", "+00:00")
     if "." in text:
         head, _, rest = text.partition(".")
-        digits = "".join(c for c in rest if c.isdigit())
+        digits = rest[: len(rest) - len(rest.lstrip("0123456789"))]
         text = f"{head}.{digits[:6].ljust(6, '0')}{rest[len(digits) :]}"
     return datetime.fromisoformat(text)
 
