@@ -126,7 +126,7 @@ async def test_mail_auth_and_starttls(tmp_path: Path) -> None:
         with pytest.raises(SendError, match="smtp"):
             await bad.send(MESSAGE, View())
         untrusted = mail_plugin(port, startTLS="always")
-        with pytest.raises(SendError, match="CERTIFICATE_VERIFY_FAILED|certificate"):
+        with pytest.raises(SendError, match=r"CERTIFICATE_VERIFY_FAILED|certificate"):
             await untrusted.send(MESSAGE, View())
     finally:
         smtp.stop()

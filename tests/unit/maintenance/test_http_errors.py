@@ -154,7 +154,7 @@ async def test_kubernikus_errors(cluster: HttpCluster, tmp_path: Any) -> None:
     auth = respx.post("https://keystone.example/v3/auth/tokens")
     api = respx.get("https://kubernikus.qa-de-1.cloud.sap/api/v1/clusters/c1")
     auth.mock(return_value=httpx.Response(401, json={"error": {}}))
-    with pytest.raises(PluginError, match="keystone .* HTTP 401"):
+    with pytest.raises(PluginError, match=r"keystone .* HTTP 401"):
         await check.check(ctx)
     auth.mock(return_value=httpx.Response(201, headers={"X-Subject-Token": "tok"}, json={}))
     api.mock(return_value=httpx.Response(500, text="boom"))
