@@ -103,3 +103,51 @@ class CacheView:
         if self._http is not None:
             await self._http.aclose()
             self._http = None
+
+
+class SnapshotView:
+    """A `ClusterView` for one-off commands (`explain`): nodes listed once, pods on demand."""
+
+    def __init__(self, client: Client, nodes: list[Obj], keys: Keys) -> None:
+        self._client = client
+        self._nodes = nodes
+        self.keys = keys
+        self._http: httpx.AsyncClient | None = None
+
+    @property
+    def client(self) -> Client:
+        return self._client
+
+    @property
+    def events(self) -> EventRecorder | None:
+        return None
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        if self._http is None:
+            self._http = httpx.AsyncClient(follow_redirects=False)
+        return self._http
+
+    def nodes(self) -> list[Obj]:
+        return self._nodes
+
+    def nodes_in_state(self, state: str) -> list[Obj]:
+        return [
+            n
+            for n in self._nodes
+            if ((n.get("metadata") or {}).get("labels") or {}).get(self.keys.state) == state
+        ]
+
+    def node_count(self) -> int:
+        return len(self._nodes)
+
+    async def pods_on_node(self, node_name: str) -> list[Obj]:
+        items, _ = await self._client.list(PODS, field_selector=f"spec.nodeName={node_name}")
+        return items
+
+    def drainer(self, options: DrainOptions) -> Drainer:
+        raise RuntimeError("explain never acts")
+
+    async def close(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()
