@@ -155,13 +155,19 @@ async def measure(url: str, nodes: int, fraction: float) -> dict[str, Any]:
 
         rng = random.Random(2)
         chosen = sorted(rng.sample(names, max(1, int(len(names) * fraction))))
+        pending = set(chosen)
+        seen = asyncio.Event()
+
+        def on_update(_old: Any, new: Any) -> None:
+            if NEEDED in (new.get("metadata", {}).get("annotations") or {}):
+                pending.discard(new["metadata"]["name"])
+                if not pending:
+                    seen.set()
+
+        informer.add_handler(on_update=on_update)
         for name in chosen:
             await client.patch(NODES, name, {"metadata": {"annotations": {NEEDED: "true"}}})
-        while any(
-            NEEDED not in ((informer.get(n) or {}).get("metadata", {}).get("annotations") or {})
-            for n in chosen
-        ):
-            await asyncio.sleep(0.05)
+        await asyncio.wait_for(seen.wait(), 120)
         before = await _versions(client)
         writes_before = reconciler.writes
         busy_seconds = await _pass(controller, names, done)
