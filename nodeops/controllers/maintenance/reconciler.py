@@ -22,7 +22,7 @@ from nodeops.controllers.maintenance.metrics import NODE_STATES, TRANSITION_FAIL
 from nodeops.controllers.maintenance.sender import NotificationSender
 from nodeops.controllers.maintenance.shuffles import record_shuffles
 from nodeops.controllers.maintenance.source import ConfigSource
-from nodeops.kube.controller import Request, Result
+from nodeops.kube.controller import ReconcileContext, Request, Result
 from nodeops.kube.resources import NODES
 
 log = structlog.get_logger(__name__)
@@ -54,7 +54,9 @@ class MaintenanceReconciler:
         self.writes = 0
         self._background: set[asyncio.Task[Any]] = set()
 
-    async def reconcile(self, request: Request, ctx: Any = None) -> Result | None:
+    async def reconcile(
+        self, request: Request, ctx: ReconcileContext | None = None
+    ) -> Result | None:
         node = self.view.node(request.name)
         if node is None:
             self.info.remove(request.name)
@@ -75,10 +77,13 @@ class MaintenanceReconciler:
             return Result(requeue_after=min(RETRY_AFTER, config.requeue))
         return Result(requeue_after=config.requeue)
 
-    async def _commit(self, node: dict[str, Any], outcome: NodeOutcome, ctx: Any) -> None:
+    async def _commit(
+        self, node: dict[str, Any], outcome: NodeOutcome, ctx: ReconcileContext | None
+    ) -> None:
         try:
             if ctx is not None:
                 ctx.ensure_may_act(f"commit maintenance state of node {outcome.node}")
+            assert outcome.patch is not None
             await self.view.client.patch(NODES, outcome.node, outcome.patch, patch_type="merge")
             self.writes += 1
         except BaseException:

@@ -4,23 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from nodeops.controllers.maintenance import MaintenanceSettings
 from nodeops.controllers.maintenance.cluster import CacheView
-from nodeops.controllers.maintenance.info import InfoStore
 from nodeops.controllers.maintenance.keys import Keys
 from nodeops.controllers.maintenance.reconciler import MaintenanceReconciler
 from nodeops.controllers.maintenance.sender import NotificationSender
 from nodeops.controllers.maintenance.source import ConfigSource
+from nodeops.controllers.maintenance.wiring import build
 from nodeops.kube.client import Client
 from nodeops.kube.controller import Controller
-from nodeops.kube.events import EventRecorder
-from nodeops.kube.informer import InformerFactory
-from nodeops.kube.resources import NODES, PODS
+from nodeops.kube.manager import Manager
+from nodeops.kube.resources import NODES
 from nodeops.sim.serve import SimCluster, SimOptions
 from tests.waiting import until
 
@@ -74,7 +74,10 @@ class Harness:
             self.poke(name)
             node = await self.node(name)
             labels = (node.get("metadata") or {}).get("labels") or {}
-            return node if labels.get(self.keys.state) == state else None
+            info = self.reconciler.info.get(name) or {}
+            # The write is visible before the reconcile that made it has finished: wait for both.
+            done = labels.get(self.keys.state) == state and info.get("state") == state
+            return node if done else None
 
         return await until(check, timeout=timeout, what=f"{name} in {state}")
 
@@ -88,45 +91,47 @@ async def harness(
     keys: Keys | None = None,
     pods: bool = False,
     http: Any = None,
-    with_controllers: bool = True,
     sender_backoff: float = 0.05,
-    setup: Callable[[SimCluster], None] | None = None,
 ) -> AsyncIterator[Harness]:
+    """The controller as `nodeops run --controllers maintenance` wires it, on a simulator."""
     path = tmp_path / "maintenance.yaml"
     path.write_text(config)
-    sim = SimCluster(
-        SimOptions(nodes=nodes, instant=True, time_scale=20.0, controllers=with_controllers)
-    )
+    sim = SimCluster(SimOptions(nodes=nodes, instant=True, time_scale=20.0))
     await sim.start()
     client = Client(sim.server.url, token=sim.server.admin_token, qps=0)
-    factory = InformerFactory(client)
     keys = keys or Keys()
-    nodes_inf = factory.informer(NODES)
-    pods_inf = factory.informer(PODS) if pods else None
-    events = EventRecorder(client, "maintenance", "test")
-    events.start()
-    view = CacheView(client, nodes_inf, keys, pods=pods_inf, http=http, events=events)
-    source = ConfigSource(path)
-    source.load()
-    sender = NotificationSender(view, initial_backoff=sender_backoff, max_backoff=0.5)
+    settings = MaintenanceSettings(
+        config=str(path),
+        compat="sapcc" if keys.prefix == "cloud.sap/" else None,
+        key_prefix=keys.prefix,
+        api_addr="0",
+        reload_interval=0.2,
+    )
+    manager = Manager(client, metrics_addr="0", health_addr="0", drain_timeout=2)
     clock = Clock()
-    reconciler = MaintenanceReconciler(source, keys, view, sender, InfoStore(), clock=clock)
-    controller = Controller("maintenance", reconciler)
-    controller.watch(nodes_inf)
-    factory.start()
-    await factory.wait_synced(30)
-    stop = asyncio.Event()
-    sender_task = asyncio.create_task(sender.run(stop))
-    controller.start()
-    h = Harness(sim, client, reconciler, controller, sender, view, keys, source, clock)
+    parts = build(manager, settings, clock=clock)
+    if http is not None:
+        parts.view._http = http
+    parts.sender.initial_backoff = sender_backoff
+    parts.sender.max_backoff = 0.5
+    task = asyncio.create_task(manager.run())
+    await until(lambda: _ready(parts), what="controller running", timeout=30)
+    h = Harness(
+        sim, client, parts.reconciler, parts.controller, parts.sender, parts.view, keys,
+        parts.source, clock,
+    )  # fmt: skip
     try:
         yield h
     finally:
-        await controller.stop(2)
-        stop.set()
-        await sender_task
-        await factory.stop()
-        await events.stop()
-        await view.close()
+        manager.stop()
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(task, 30)
+        if http is not None:
+            parts.view._http = None
+        await parts.view.close()
         await client.close()
         await sim.stop()
+
+
+async def _ready(parts: Any) -> bool:
+    return parts.nodes.has_synced and bool(parts.controller._workers)
