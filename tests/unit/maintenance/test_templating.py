@@ -71,6 +71,10 @@ def test_go_semantics_missing_keys_and_printing() -> None:
 
 def test_control_flow_and_trim_markers() -> None:
     assert render("{{ if .InMaintenance }}yes{{ else }}no{{ end }}") == "yes"
+    # Go's truthiness: zero numbers, empty strings, lists and maps, and nil are false.
+    for empty in (0, "", [], {}, None, False):
+        assert render("{{ if .V }}t{{ else }}f{{ end }}", V=empty) == "f"
+    assert render("{{ if .V }}t{{ end }}", V=[0]) == "t"
     assert render("{{ with .Empty }}x{{ else }}none{{ end }}", Empty="") == "none"
     assert render("a  {{- .State -}}  b") == "ain-maintenanceb"
     assert render("{{ range $k, $v := .Node.Labels }}{{ $k }};{{ end }}") == (
