@@ -92,12 +92,15 @@ async def harness(
     pods: bool = False,
     http: Any = None,
     sender_backoff: float = 0.05,
+    sim: SimCluster | None = None,
 ) -> AsyncIterator[Harness]:
     """The controller as `nodeops run --controllers maintenance` wires it, on a simulator."""
     path = tmp_path / "maintenance.yaml"
     path.write_text(config)
-    sim = SimCluster(SimOptions(nodes=nodes, instant=True, time_scale=20.0))
-    await sim.start()
+    own_sim = sim is None
+    if sim is None:
+        sim = SimCluster(SimOptions(nodes=nodes, instant=True, time_scale=20.0))
+        await sim.start()
     client = Client(sim.server.url, token=sim.server.admin_token, qps=0)
     keys = keys or Keys()
     settings = MaintenanceSettings(
@@ -130,7 +133,8 @@ async def harness(
             parts.view._http = None
         await parts.view.close()
         await client.close()
-        await sim.stop()
+        if own_sim:
+            await sim.stop()
 
 
 async def _ready(parts: Any) -> bool:

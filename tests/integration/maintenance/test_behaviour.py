@@ -310,3 +310,61 @@ async def test_unreadable_record_is_reported_not_overwritten(tmp_path: Path) -> 
         node = await h.node("node-0")
         assert node["metadata"]["annotations"][h.keys.data] == "{not json"
         assert await h.events("MaintenanceDataInvalid")
+
+
+async def test_a_new_leader_resumes_a_drain_from_the_record(tmp_path: Path) -> None:
+    """The controller stops mid-drain (a PodDisruptionBudget holds it); the next one picks the
+    drain up from the node's record alone and completes the enter chain."""
+    from nodeops.kube.resources import PDBS
+    from nodeops.sim.serve import SimCluster, SimOptions
+
+    sim = SimCluster(SimOptions(nodes=2, instant=True, time_scale=20.0))
+    await sim.start()
+    try:
+        async with harness(tmp_path, DRAIN, sim=sim) as h:
+            await h.client.create(DEPLOYMENTS, deployment("web", 2, "node-0"), "default")
+            pdb = {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": "web", "namespace": "default"},
+                "spec": {"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": 0},
+            }
+            await h.client.create(PDBS, pdb, "default")
+
+            async def placed() -> bool:
+                items, _ = await h.client.list(
+                    PODS, "default", field_selector="spec.nodeName=node-0"
+                )
+                running = [p for p in items if (p.get("status") or {}).get("phase") == "Running"]
+                return len(running) >= 1
+
+            await until(placed, what="pods on node-0")
+            await h.label("node-0", **{h.keys.profile: "p", "go": "1"})
+            node = await h.wait_state("node-0", "in-maintenance")
+
+            async def cordoned_and_held() -> bool:
+                h.poke("node-0")
+                n = await h.node("node-0")
+                info = h.reconciler.info.get("node-0") or {}
+                enter = (info.get("profiles") or [{}])[0].get("enter", "")
+                return n["spec"].get("unschedulable") is True and enter.startswith("retry")
+
+            await wait_for(cordoned_and_held, "drain held by the budget")
+            assert data_of(await h.node("node-0"), h)["Profiles"]["p"]["Previous"] != (
+                "in-maintenance"
+            )
+        # The first controller is gone; the budget is relaxed; a new one starts from the record.
+        async with harness(tmp_path, DRAIN, sim=sim) as h2:
+            await h2.client.delete(PDBS, "web", "default")
+
+            async def resumed() -> bool:
+                h2.poke("node-0")
+                n = await h2.node("node-0")
+                return data_of(n, h2)["Profiles"]["p"]["Previous"] == "in-maintenance"
+
+            await wait_for(resumed, "the enter chain completed by the new controller", timeout=40)
+            items, _ = await h2.client.list(PODS, "default", field_selector="spec.nodeName=node-0")
+            assert not [p for p in items if not p["metadata"].get("deletionTimestamp")]
+            assert node["metadata"]["name"] == "node-0"
+    finally:
+        await sim.stop()
