@@ -16,6 +16,15 @@ from typing import Any
 import yaml
 
 Path = tuple[str | int, ...]
+MAX_DEPTH = 64
+MAX_VALUES = 50_000
+_OPEN = (
+    yaml.BlockSequenceStartToken,
+    yaml.BlockMappingStartToken,
+    yaml.FlowSequenceStartToken,
+    yaml.FlowMappingStartToken,
+)
+_CLOSE = (yaml.BlockEndToken, yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken)
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::([^}]*))?\}")
 
 
@@ -65,8 +74,8 @@ class _Builder:
     def build(self, node: yaml.Node, path: Path) -> Any:
         line = node.start_mark.line + 1
         self.count += 1
-        if self.count > 200_000:
-            raise YamlProblem(line, "YAML too large (aliases expand to over 200000 values)")
+        if self.count > MAX_VALUES:
+            raise YamlProblem(line, f"YAML too large (aliases expand to over {MAX_VALUES} values)")
         self.lines.setdefault(path, line)
         if isinstance(node, yaml.MappingNode):
             self.constructor.flatten_mapping(node)
@@ -91,9 +100,22 @@ class _Builder:
         return self.constructor.construct_object(node, deep=True)
 
 
+def _check_depth(text: str) -> None:
+    """Refuse deep nesting before composing (PyYAML composes recursively)."""
+    depth = 0
+    for token in yaml.scan(text, Loader=yaml.SafeLoader):
+        if isinstance(token, _OPEN):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise YamlProblem(token.start_mark.line + 1, "YAML nested too deeply")
+        elif isinstance(token, _CLOSE):
+            depth -= 1
+
+
 def load(text: str, env: Mapping[str, str] | None = None) -> Marked:
     """Parse YAML text; raises YamlProblem with the line of a syntax error."""
     try:
+        _check_depth(text)
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -101,6 +123,8 @@ def load(text: str, env: Mapping[str, str] | None = None) -> Marked:
         raise YamlProblem(line, f"YAML: {exc.problem or exc.context}") from None
     except yaml.YAMLError as exc:
         raise YamlProblem(1, f"YAML: {exc}") from None
+    except RecursionError:
+        raise YamlProblem(1, "YAML nested too deeply") from None
     if node is None:
         return Marked({}, {(): 1})
     builder = _Builder(os.environ if env is None else env)

@@ -117,6 +117,18 @@ def test_yaml_syntax_error_and_unset_environment() -> None:
     assert p.startswith("m.yaml:2: environment variable REQUEUE is not set")
 
 
+def test_hostile_yaml_is_an_error_not_a_crash() -> None:
+    [p] = problems("[" * 5000 + "]" * 5000)
+    assert p == "m.yaml:1: YAML nested too deeply"
+    [p] = problems("a: &a [*a]\n")
+    assert p.startswith("m.yaml:1: YAML")  # a recursive alias
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n" for i in range(6)
+    )
+    [p] = problems(bomb)
+    assert "too large" in p
+
+
 def test_environment_interpolation() -> None:
     text = base().replace("config: {key: t, value: x}", "config: {key: t, value: '${VALUE}'}")
     config = load_text(text.replace("{key: a}", "{key: '${KEY:fallback}'}"), env={"VALUE": "v"})
