@@ -9,7 +9,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nodeops.controllers.maintenance.config import ConfigError, load_file, load_text
+from nodeops.controllers.maintenance.config import (
+    ConfigError,
+    default_registry,
+    load_file,
+    load_text,
+)
 from nodeops.controllers.maintenance.state import State
 
 EXAMPLES = Path(__file__).parents[3] / "examples" / "maintenance"
@@ -173,6 +178,8 @@ def test_bad_template_has_a_line() -> None:
 
 # ---------------------------------------------------------------------- property tests
 
+REGISTRY = default_registry()  # once: looking up installed plugin packages takes a while
+
 SCALARS = st.one_of(
     st.none(),
     st.booleans(),
@@ -202,7 +209,7 @@ def _yaml(value: object, indent: int = 0) -> str:
 def test_random_configs_never_crash(data: dict[str, object]) -> None:
     text = _yaml(data)
     try:
-        config = load_text(text, "r.yaml", env={})
+        config = load_text(text, "r.yaml", env={}, registry=REGISTRY)
     except ConfigError as err:
         assert err.problems
         for p in err.problems:
@@ -216,7 +223,7 @@ def test_random_configs_never_crash(data: dict[str, object]) -> None:
 @given(st.text(max_size=200))
 def test_random_text_never_crashes(text: str) -> None:
     try:
-        load_text(text, "t.yaml", env={})
+        load_text(text, "t.yaml", env={}, registry=REGISTRY)
     except ConfigError as err:
         assert err.problems and all(p.line >= 1 for p in err.problems)
 
@@ -231,7 +238,7 @@ def test_random_chains_fail_at_their_line(field: str, chain: str) -> None:
         f'{field}: "{"a" if field == "check" else "t"}"', f"{field}: {chain!r}"
     )
     try:
-        load_text(text, "c.yaml", env={})
+        load_text(text, "c.yaml", env={}, registry=REGISTRY)
     except ConfigError as err:
         line = 14 if field == "check" else 15
         assert all(str(p).startswith(f"c.yaml:{line}: ") for p in err.problems), err
