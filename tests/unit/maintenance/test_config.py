@@ -191,11 +191,13 @@ KEYS = st.sampled_from(
      "type", "config", "key", "value", "transitions", "next", "operational", "schedule",
      "in-maintenance", "maintenance-required", "hasLabel", "slack", "max", "duration"]
 )  # fmt: skip
-VALUES = st.recursive(
-    SCALARS,
-    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(KEYS, inner, max_size=4)),
-    max_leaves=25,
-)
+
+
+def _containers(inner: st.SearchStrategy[object]) -> st.SearchStrategy[object]:
+    return st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=4)
+
+
+VALUES = st.recursive(SCALARS, _containers, max_leaves=25)
 
 
 def _yaml(value: object, indent: int = 0) -> str:
