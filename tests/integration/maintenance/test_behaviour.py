@@ -271,9 +271,69 @@ async def test_enter_chain_drains_without_blocking(tmp_path: Path) -> None:
             )
 
         await wait_for(drained, "node-0 drained and the enter chain done", timeout=40)
+        # The pods on the node when it entered maintenance were counted as shuffled.
+        owner = {"owner": "deployment/default/web", "profile": "p"}
+        shuffled = await until(
+            lambda: _sample("nodeops_maintenance_pod_shuffle_count_total", owner),
+            what="shuffle metrics",
+        )
+        per_replica = _sample_now("nodeops_maintenance_pod_shuffles_per_replica_total", owner)
+        assert per_replica == pytest.approx(shuffled / 2)
+        assert (
+            _sample_now("nodeops_maintenance_nodes", {"profile": "p", "state": "in-maintenance"})
+            == 1
+        )
         await h.label("node-0", go=None)
         node = await h.wait_state("node-0", "operational")
         assert not node["spec"].get("unschedulable")
+        assert (
+            _sample_now("nodeops_maintenance_nodes", {"profile": "p", "state": "operational"}) == 1
+        )
+
+
+def _sample_now(name: str, labels: dict[str, str]) -> float:
+    from nodeops.kube.metrics import REGISTRY
+
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+async def _sample(name: str, labels: dict[str, str]) -> float:
+    return _sample_now(name, labels)
+
+
+FAILING = """\
+instances:
+  check:
+  - {type: hasLabel, name: go, config: {key: go}}
+  - {type: clusterSemver, name: newer, config: {key: version}}
+profiles:
+- name: failing
+  operational:
+    transitions: [{check: go && newer, next: maintenance-required}]
+"""
+
+
+async def test_plugin_failures_are_counted_and_explained(tmp_path: Path) -> None:
+    async with harness(tmp_path, FAILING) as h:
+        before = _sample_now(
+            "nodeops_maintenance_transition_failure_count_total", {"profile": "failing"}
+        )
+        await h.label("node-0", **{h.keys.profile: "failing", "go": "1"})
+
+        async def counted() -> Any:
+            h.poke("node-0")
+            now = _sample_now(
+                "nodeops_maintenance_transition_failure_count_total", {"profile": "failing"}
+            )
+            return now > before
+
+        await until(counted, what="a counted failure")
+        info = h.reconciler.info.get("node-0")
+        assert info is not None
+        [t] = info["profiles"][0]["applied"]["transitions"]
+        assert t["error"] == "failed check instances: newer"
+        assert "node has no label version" in t["chain"]["info"]["newer"]["error"]
+        assert (await h.node("node-0"))["metadata"]["labels"][h.keys.state] == "operational"
 
 
 async def _nonempty(coro: Any) -> bool:
