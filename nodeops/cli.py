@@ -97,6 +97,12 @@ def _run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--renew-deadline", type=float, help="seconds the leader tries to renew before it stops"
     )
     run.add_argument("--retry-period", type=float, help="seconds between lease acquire/renew tries")
+    run.add_argument(
+        "--leader-election-watch",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="while waiting for the Lease, also watch it (on by default; off: poll only)",
+    )
     run.add_argument("--metrics-addr", help="metrics listen address, 0 to disable")
     run.add_argument("--health-addr", help="probe listen address, 0 to disable")
     run.add_argument("--log-level", help="debug, info, warning or error")
