@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from nodeops import __version__
+from nodeops.controllers.maintenance import command as maintenance_command
 from nodeops.drain import command as drain_command
 from nodeops.kube.logging import configure as configure_logging
 
@@ -137,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="write one <group>_<plural>.yaml per CRD and a kustomization.yaml listing them",
     )
     _sim_parser(sub)
+    maintenance_command.add_arguments(sub)
     return parser
 
 
@@ -160,6 +162,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from nodeops.run import run_from_args
 
         return run_from_args(args)
+    if args.command == "maintenance":
+        configure_logging("warning", "console")
+        return maintenance_command.run(args)
     if args.command == "sim" and args.sim_command == "serve":
         from nodeops.sim.serve import serve_from_args
 

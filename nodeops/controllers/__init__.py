@@ -52,6 +52,7 @@ ENTRY_POINT_GROUP: Final = "nodeops.controllers"
 BUILTIN: tuple[str, ...] = (
     "nodeops.controllers.detacher",
     "nodeops.controllers.kubernikus",
+    "nodeops.controllers.maintenance",
 )
 
 _NAME: Final = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")

@@ -186,6 +186,83 @@ async def detaches_a_node_and_brings_it_back(run: Run) -> None:
     await until(run, lambda: _record(run) is None, "the deleted node's record removed")
 
 
+MAINTENANCE_CONFIG = """\
+instances:
+  check:
+  - {type: hasLabel, name: go, config: {key: go}}
+  - {type: podsOnNode, name: no_protected, config: {annotations: {karpenter.sh/do-not-disrupt: "true"}}}
+  - {type: stagger, name: stagger, config: {duration: 1m, leaseName: mnt, leaseNamespace: default}}
+  trigger:
+  - {type: eviction, name: cordon, config: {action: cordon}}
+  - {type: eviction, name: drain, config: {action: drain}}
+profiles:
+- name: p
+  operational:
+    transitions: [{check: go && no_protected && stagger, next: in-maintenance}]
+  in-maintenance:
+    enter: cordon && drain
+"""
+
+
+async def maintenance_drains_a_node(run: Run) -> None:
+    """A node labelled for maintenance passes its checks (pods, stagger Lease), is cordoned and
+    drained (DaemonSet pods stay; a budget is consulted), and its record is written."""
+    from nodeops.kube.client import Client
+    from nodeops.kube.resources import DAEMONSETS, DEPLOYMENTS, NODES, PODS
+
+    work = run.kubeconfig.parent
+    config = work / "maintenance.yaml"
+    config.write_text(MAINTENANCE_CONFIG)
+    admin = run.sim.server.write_kubeconfig(work / "admin.kubeconfig")
+    labels = {"app": "web"}
+    template = {
+        "metadata": {"labels": labels},
+        "spec": {
+            "containers": [{"name": "c", "image": "nginx"}],
+            "terminationGracePeriodSeconds": 0,
+        },
+    }
+    async with await Client.from_kubeconfig(str(admin)) as client:
+        spec = {"selector": {"matchLabels": labels}, "template": template}
+        await client.create(
+            DEPLOYMENTS,
+            {"metadata": {"name": "web", "namespace": "default"}, "spec": {"replicas": 1, **spec}},
+            "default",
+        )
+        ds_labels = {"app": "agent"}
+        ds_template = {**template, "metadata": {"labels": ds_labels}}
+        await client.create(
+            DAEMONSETS,
+            {
+                "metadata": {"name": "agent", "namespace": "default"},
+                "spec": {"selector": {"matchLabels": ds_labels}, "template": ds_template},
+            },
+            "default",
+        )
+        for _ in range(300):
+            items, _ = await client.list(PODS, "default")
+            if len([p for p in items if p["status"].get("phase") == "Running"]) >= 2:
+                break
+            await asyncio.sleep(0.1)
+        await run.start(
+            "--controllers", "maintenance", "--maintenance-config", str(config),
+            "--maintenance-api-addr", "0",
+        )  # fmt: skip
+        await client.patch(
+            NODES,
+            "node-0",
+            {"metadata": {"labels": {"nodeops.dev/maintenance-profile": "p", "go": "1"}}},
+        )
+
+    def drained() -> bool:
+        node = run.get("", "v1", "nodes", "", "node-0")
+        data = (node["metadata"].get("annotations") or {}).get("nodeops.dev/maintenance-data", "")
+        return '"Previous":"in-maintenance"' in data and bool(node["spec"].get("unschedulable"))
+
+    await until(run, drained, "node-0 drained in maintenance")
+    assert await run.stop() == 0, run.output[-1]
+
+
 KUBERNIKUS_CONFIG = """\
 intervals:
   requeue: 1s
@@ -298,6 +375,7 @@ async def kubernikus_replaces_a_node(run: Run) -> None:
 SCENARIOS = [
     Scenario("runtime", (), leads_and_hands_over),
     Scenario("detacher", (COMPONENTS / "detacher",), detaches_a_node_and_brings_it_back),
+    Scenario("maintenance", (COMPONENTS / "maintenance",), maintenance_drains_a_node),
     Scenario("kubernikus", (COMPONENTS / "kubernikus",), kubernikus_replaces_a_node),
 ]
 
@@ -367,6 +445,10 @@ def _every_rule() -> list[Any]:
         components = tuple(sorted({c for s in SCENARIOS for c in s.components}))
         found = list(rules(rbac_objects(Path(tmp), components)))
     return [pytest.param(role, index, id=f"{role}[{index}]") for role, index in found]
+    params = []
+    for role, index in found:
+        params.append(pytest.param(role, index, id=f"{role}[{index}]"))
+    return params
 
 
 @pytest.mark.parametrize(("role", "index"), _every_rule())
