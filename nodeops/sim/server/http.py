@@ -319,7 +319,7 @@ class ApiHttp:
                 return self._json(reg.patch(rt, ns, name, ptype, body, "status", dry_run))
         elif sub == "eviction" and verb == "create":
             body = await self._body(request)
-            return self._json(subresources.evict(reg, ns, name, body, dry_run), 201)
+            return self._json(await subresources.evict(reg, ns, name, body, dry_run), 201)
         elif sub == "binding" and verb == "create":
             body = await self._body(request)
             return self._json(subresources.bind(reg, ns, name, body, dry_run), 201)
@@ -602,8 +602,7 @@ class ApiHttp:
                     except TimeoutError:
                         pass
                 if watcher.pending:
-                    lines = list(watcher.pending)
-                    watcher.pending.clear()
+                    lines, upto = watcher.taken()
                     cut = max_events is not None and sent + len(lines) >= max_events
                     if cut and max_events is not None:
                         lines = lines[: max(0, max_events - sent)]
@@ -611,6 +610,7 @@ class ApiHttp:
                     await _write_pieces(resp, lines)
                     if cut:
                         break
+                    watcher.mark_sent(upto)
                 if watcher.closed:
                     break
                 if bookmarks and time.monotonic() >= next_bookmark:

@@ -1,8 +1,8 @@
 """Subresources with verbs of their own: eviction, binding, scale and service account tokens.
 
-Each is a small transaction on the registry: eviction checks PodDisruptionBudgets and records
-the disruption before deleting, exactly in kube-apiserver's order, so a PDB can never be
-violated by two evictions racing each other.
+Each is a small transaction on the registry: eviction checks PodDisruptionBudgets and spends
+one disruption in a single atomic step, so a PDB can never be violated by two evictions racing
+each other, then deletes the pod in kube-apiserver's order of effects.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any
 from nodeops.sim.server import errors
 from nodeops.sim.server.auth import Authenticator
 from nodeops.sim.server.eviction import (
+    condition_precondition_error,
     decide_eviction,
     eviction_delete_options,
     eviction_success_status,
@@ -29,7 +30,22 @@ _SUCCESS_CREATED: dict[str, Any] = {
 }
 
 
-def evict(registry: Registry, ns: str, name: str, body: Any, dry_run: bool) -> dict[str, Any]:
+WATCH_SEND_TIMEOUT = 1.0
+"""How long an eviction waits for the budget's watchers to be sent its status update.
+
+Long enough for any live consumer on loopback; a stalled one does not hold evictions up.
+"""
+
+
+async def evict(registry: Registry, ns: str, name: str, body: Any, dry_run: bool) -> dict[str, Any]:
+    """kube's `EvictionREST.Create`, in kube's order of effects.
+
+    The budget's status (one disruption spent, the pod in `disruptedPods`) is written first and
+    its watch event sent to every watcher of the budget before the pod is touched, and the answer
+    comes last: what a client of kube-apiserver sees, since the status update is a separate write
+    whose event the cacher dispatches while the handler goes on to update and delete the pod.
+    The pod is read again after that wait, as kube's update and delete read what is stored then.
+    """
     if not isinstance(body, dict):
         raise errors.bad_request("the body of the request must be a JSON object")
     dry = ["All"] if dry_run else None
@@ -46,15 +62,21 @@ def evict(registry: Registry, ns: str, name: str, body: Any, dry_run: bool) -> d
         return eviction_success_status()
     if decision.pdb_to_update is not None:
         pdb = decision.pdb_to_update
-        registry.update(pdb_rt, ns, pdb["metadata"]["name"], pdb, subresource="status")
+        stored = registry.update(pdb_rt, ns, pdb["metadata"]["name"], pdb, subresource="status")
+        bucket = registry.store.bucket(pdb_rt.storage_key)
+        await bucket.wait_sent(int(stored["metadata"]["resourceVersion"]), WATCH_SEND_TIMEOUT)
+        pod = registry.get(pods, ns, name)
+        error = condition_precondition_error(pod, decision.delete_options)
+        if error is not None:
+            raise error  # the budget stays spent until the disruption controller expires it
     if decision.error_after_pdb_update is not None:
         raise decision.error_after_pdb_update
     options = decision.delete_options
     if decision.add_disruption_target_condition:
         updated = with_disruption_target_condition(pod, registry.clock.now())
         updated["metadata"].pop("resourceVersion", None)
-        stored = registry.update(pods, ns, name, updated, "status")
-        options = decision.delete_options_after_condition(stored)
+        stored_pod = registry.update(pods, ns, name, updated, "status")
+        options = decision.delete_options_after_condition(stored_pod)
     registry.delete(pods, ns, name, options)
     return eviction_success_status()
 
