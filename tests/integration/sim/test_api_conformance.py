@@ -9,11 +9,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import aiohttp
 import orjson
 import pytest
 
+from nodeops.sim.clock import Clock
 from nodeops.sim.server.app import SimServer
-
 from tests.waiting import until
 
 from .conftest import Api, node, pod
@@ -616,6 +617,52 @@ async def test_eviction_budget_event_is_seen_before_the_answer(api: Api, server:
         answered = seen.index(("answer", name))
         assert budget_seen[name] < answered, seen
         assert budget_seen[name] < pod_seen.get(name, len(seen)), seen
+
+
+class _RecordingClock(Clock):
+    """Simulated time that runs fast and remembers what the server waited for."""
+
+    def __init__(self) -> None:
+        super().__init__(1000.0)
+        self.slept: list[float] = []
+
+    async def sleep(self, sim_seconds: float) -> None:
+        self.slept.append(sim_seconds)
+        await super().sleep(sim_seconds)
+
+
+async def test_concurrent_evictions_under_one_budget_conflict_and_retry() -> None:
+    """Evictions read the budget and write its status in separate steps, so those that race on
+    one budget conflict, and the losers read it again after kube's `EvictionsRetry` (500 ms plus
+    up to 10% jitter) instead of being judged atomically one after the other."""
+    clock = _RecordingClock()
+    srv = SimServer(clock=clock)
+    await srv.start()
+    try:
+        async with aiohttp.ClientSession() as session:
+            api = Api(session, srv.url, srv.admin_token)
+            names = [f"c{i}" for i in range(3)]
+            for name in names:
+                await _running(api, name, {"app": "c"})
+            path = "/apis/policy/v1/namespaces/default/poddisruptionbudgets"
+            spec = {"maxUnavailable": 2, "selector": {"matchLabels": {"app": "c"}}}
+            await api.post(path, _pdb("c", spec))
+            status = {"observedGeneration": 1, "disruptionsAllowed": 2, "currentHealthy": 3}
+            await api.patch(f"{path}/c/status", {"status": status})
+
+            async def evict(name: str) -> int:
+                body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name}}
+                code, _ = await api.post(f"{NS}/pods/{name}/eviction", body)
+                return code
+
+            codes = await asyncio.gather(*(evict(n) for n in names))
+            _, budget = await api.get(f"{path}/c")
+    finally:
+        await srv.stop()
+    assert sorted(codes) == [201, 201, 429]
+    assert budget["status"]["disruptionsAllowed"] == 0
+    assert len(budget["status"]["disruptedPods"]) == 2
+    assert clock.slept and all(0.5 <= s <= 0.55 for s in clock.slept), clock.slept
 
 
 async def test_binding(api: Api) -> None:
