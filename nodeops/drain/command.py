@@ -15,7 +15,7 @@ from typing import Any, TextIO
 
 from nodeops.drain.engine import Drainer, DrainError, DrainProgress
 from nodeops.drain.options import DrainOptions
-from nodeops.drain.rules import InvalidRule
+from nodeops.drain.sources import InvalidRule
 from nodeops.kube import errors
 from nodeops.kube.client import Client
 
