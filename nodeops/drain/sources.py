@@ -47,6 +47,7 @@ Listener = Callable[[str, Obj], None]
 """Called with ("pod", pod), ("pod-deleted", pod), ("budget", pdb) or ("volumes", obj)."""
 
 NODE_INDEX = "spec.nodeName"
+RULES_RECHECK_SECONDS = 60.0
 
 
 class InvalidRule(DrainError):
@@ -345,9 +346,8 @@ class SharedInformers(DrainSources):
         self._pods: Informer = informers.informer(PODS, indexers={NODE_INDEX: index_pods_by_node})
         self._pdbs: Informer = informers.informer(PDBS)
         self._daemonsets: Informer = informers.informer(DAEMONSETS)
-        self._rules: Informer | None = (
-            informers.informer(NODEDRAINRULES) if self.options.respect_rules else None
-        )
+        self._rules: Informer | None = None
+        self._rules_checked = -RULES_RECHECK_SECONDS
         self._namespaces: Informer | None = None
         self._nodes: Informer | None = None
         self._attachments: Informer | None = None
@@ -355,19 +355,16 @@ class SharedInformers(DrainSources):
         self._pods.add_handler(**self._pod_handlers())
         self._pdbs.add_handler(**self._budget_handlers())
 
-    async def _synced(self, *informers: Informer, optional: bool = False) -> bool:
+    async def _synced(self, *informers: Informer) -> None:
         waits = [inf.wait_synced() for inf in informers if not inf.has_synced]
         if not waits:
-            return True
+            return
         try:
             async with asyncio.timeout(self.sync_timeout):
                 await asyncio.gather(*waits)
         except TimeoutError:
-            if optional:
-                return False
             names = ", ".join(inf.resource.key for inf in informers if not inf.has_synced)
             raise SourcesNotReady(f"informers not synced yet: {names}") from None
-        return True
 
     async def prepare(self, node: str) -> None:
         await self._synced(self._pods, self._pdbs, self._daemonsets)
@@ -388,13 +385,26 @@ class SharedInformers(DrainSources):
         return await super().node(name)
 
     async def rule_items(self) -> list[Obj]:
-        if self._rules is None:
+        if not self.options.respect_rules:
             return []
-        if await self._synced(self._rules, optional=True):
-            return self._rules.objects()
-        if isinstance(self._rules.last_error, errors.NotFound):
-            return []  # the NodeDrainRule definition is not installed: no rules
-        raise SourcesNotReady("informers not synced yet: " + self._rules.resource.key)
+        if self._rules is None:
+            # An informer of a kind the server does not serve never syncs: ask discovery first,
+            # and again now and then, since the definition may be installed later.
+            loop = asyncio.get_running_loop()
+            if loop.time() - self._rules_checked < RULES_RECHECK_SECONDS:
+                return []
+            self._rules_checked = loop.time()
+            try:
+                served = await self.client.discover(NODEDRAINRULES.api_version)
+            except errors.NotFound:
+                return []
+            if not any(
+                r.get("name") == NODEDRAINRULES.plural for r in served.get("resources") or ()
+            ):
+                return []
+            self._rules = self.informers.informer(NODEDRAINRULES)
+        await self._synced(self._rules)
+        return self._rules.objects()
 
     async def namespace_items(self) -> list[Obj]:
         if self._namespaces is None:
