@@ -5,7 +5,9 @@ how it learns what is on the node, what the budgets allow and which rules apply:
 
 - `WatchedCluster`: the drain's own watches of the node's pods and of the budgets, and one list
   of the rules, for a drain run to completion (`Drainer.drain`, `nodeops drain`). Several nodes
-  drained through one `WatchedCluster` share its budget watch and its budget tokens.
+  drained through one `WatchedCluster` share its budget watch and its budget tokens. Its
+  watches are started `unattended`: with a one-shot client, a permanent error of theirs ends
+  the command instead of being retried in the background forever.
 - `SharedInformers`: a manager's informers (`manager.informers`), for reconcilers that call
   `Drainer.step` on every pass: nothing is listed per pass, and the budget tokens persist from
   pass to pass and across every node the controller drains.
@@ -32,6 +34,7 @@ from nodeops.kube import errors
 from nodeops.kube import objects as o
 from nodeops.kube.client import Client
 from nodeops.kube.informer import Informer, index_pods_by_node
+from nodeops.kube.oneshot import unattended
 from nodeops.kube.resources import (
     DAEMONSETS,
     NAMESPACES,
@@ -257,8 +260,10 @@ class WatchedCluster(DrainSources):
                 label_selector=self.options.pod_selector or None,
             )
             pods.add_handler(**self._pod_handlers())
-            pods.start()
-        self._pdbs.start()
+            with unattended():
+                pods.start()
+        with unattended():
+            self._pdbs.start()
         await pods.wait_synced()
         await self._pdbs.wait_synced()
 
@@ -313,7 +318,8 @@ class WatchedCluster(DrainSources):
         self._volumes[node] = informers
         for inf in informers:
             inf.add_handler(**self._volume_handlers())
-            inf.start()
+            with unattended():
+                inf.start()
         for inf in informers:
             await inf.wait_synced()
 
