@@ -82,9 +82,9 @@ def _describe(exc: ValidationError) -> str:
 async def _run(settings: RunSettings) -> int:
     from nodeops.controllers import REGISTRY, available
     from nodeops.kube import errors
-    from nodeops.kube.client import Client
     from nodeops.kube.leaderelection import LeaderElectionConfig
     from nodeops.kube.manager import Manager
+    from nodeops.kube.oneshot import KubeconfigError, load_client
 
     unknown = [c for c in settings.controllers if c not in REGISTRY]
     if unknown:
@@ -96,9 +96,9 @@ async def _run(settings: RunSettings) -> int:
         )
         return EXIT_CONFIG
     try:
-        client = await Client.from_kubeconfig(settings.kubeconfig, settings.context)
-    except Exception as exc:
-        print(f"nodeops run: cannot load cluster configuration: {exc}", file=sys.stderr)
+        client = await load_client(settings.kubeconfig, settings.context)
+    except KubeconfigError as exc:
+        print(f"nodeops run: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     try:
         await client.request("GET", "/version", timeout=10)
