@@ -50,6 +50,21 @@ def _sim_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     serve.add_argument("--no-controllers", action="store_true", help="serve the API only")
 
 
+class _JoinCommaLists(argparse.Action):
+    """`--controllers a,b --controllers c` means `a,b,c`: each kustomize component of the
+    manifests appends its own flag to the Deployment's arguments."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        before = getattr(namespace, self.dest, None)
+        setattr(namespace, self.dest, f"{before},{values}" if before else str(values))
+
+
 def _run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = sub.add_parser(
         "run",
@@ -60,7 +75,11 @@ def _run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     run.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube)")
     run.add_argument("--context", help="kubeconfig context")
     run.add_argument("--namespace", help="namespace of the operator's own objects")
-    run.add_argument("--controllers", help="comma-separated controllers to run")
+    run.add_argument(
+        "--controllers",
+        action=_JoinCommaLists,
+        help="comma-separated controllers to run; may be repeated",
+    )
     run.add_argument(
         "--leader-elect",
         action=argparse.BooleanOptionalAction,
@@ -70,14 +89,25 @@ def _run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     run.add_argument("--leader-election-id", help="name of the Lease")
     run.add_argument("--leader-election-namespace", help="namespace of the Lease")
     run.add_argument("--leader-election-identity", help="this replica's identity")
-    run.add_argument("--lease-duration", type=float)
-    run.add_argument("--renew-deadline", type=float)
-    run.add_argument("--retry-period", type=float)
+    run.add_argument(
+        "--lease-duration", type=float, help="seconds before a lease not renewed may be taken"
+    )
+    run.add_argument(
+        "--renew-deadline", type=float, help="seconds the leader tries to renew before it stops"
+    )
+    run.add_argument("--retry-period", type=float, help="seconds between lease acquire/renew tries")
     run.add_argument("--metrics-addr", help="metrics listen address, 0 to disable")
     run.add_argument("--health-addr", help="probe listen address, 0 to disable")
     run.add_argument("--log-level", help="debug, info, warning or error")
     run.add_argument("--log-format", help="auto, json or console")
     run.add_argument("--drain-timeout", type=float, help="seconds to finish work on stop")
+    run.add_argument("--provider", help="the default cloud provider's name (aws, openstack, sim)")
+    run.add_argument(
+        "--provider-config", help="YAML file with a providers: block of provider settings"
+    )
+    from nodeops.run import add_plugin_arguments
+
+    add_plugin_arguments(run)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -87,7 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
     _run_parser(sub)
     drain_command.add_arguments(sub)
     crds = sub.add_parser("crds", help="print the nodeops CustomResourceDefinitions")
-    crds.add_argument("--output-dir", help="write one <group>_<plural>.yaml per CRD instead")
+    crds.add_argument(
+        "--output-dir",
+        help="write one <group>_<plural>.yaml per CRD and a kustomization.yaml listing them",
+    )
     _sim_parser(sub)
     return parser
 

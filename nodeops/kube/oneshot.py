@@ -10,11 +10,11 @@ has a person or a script waiting for it, so:
   otherwise be retried forever in the background while the command waits): requests made by
   tasks started inside `unattended()` report those to `OneShotClient.failed`, and `run`
   ends the command with them;
-- transient errors (429, 5xx, a reset or refused connection, a timeout) of requests that can be
-  repeated (GET, PUT, DELETE, merge and strategic PATCH) are retried with exponential backoff,
-  honouring Retry-After, for up to `give_up_after` seconds, and each retry is announced through
-  `on_retry` (the commands print it on a terminal). POSTs are never repeated here: whoever sent
-  one decides (the drain retries refused evictions itself).
+- transient errors (429, 5xx, a reset or refused connection) of requests that can be repeated
+  (GET, PUT, DELETE, PATCH but a JSON patch without a test) are retried with backoff, honouring
+  Retry-After, for about half a minute, and each retry is announced through `on_retry` (the
+  commands print it on a terminal). POSTs are never repeated here: whoever sent one decides (the
+  drain retries refused evictions itself).
 """
 
 from __future__ import annotations
@@ -23,15 +23,13 @@ import asyncio
 import contextlib
 import contextvars
 import os
-import random
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from enum import Enum
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from nodeops.kube import errors
-from nodeops.kube.client import PATCH_CONTENT_TYPES, Client, WatchEvent
+from nodeops.kube.client import Client, WatchEvent
 from nodeops.kube.resources import Resource
 
 T = TypeVar("T")
@@ -93,30 +91,23 @@ def unattended() -> Iterator[None]:
         _UNATTENDED.reset(token)
 
 
-def _repeatable(method: str, content_type: str) -> bool:
-    if method in ("GET", "HEAD", "PUT", "DELETE"):
-        return True
-    return method == "PATCH" and content_type in (
-        PATCH_CONTENT_TYPES["merge"],
-        PATCH_CONTENT_TYPES["strategic"],
-    )
-
-
 class OneShotClient(Client):
-    """A `Client` with the one-shot error policy; see the module's description."""
+    """A `Client` with the one-shot error policy; see the module's description.
+
+    Retries are the runtime client's own (idempotent requests only, Retry-After honoured, a
+    jittered backoff doubling to 5 s), only more of them (`max_retries`, about half a minute),
+    each announced through `on_retry`.
+    """
 
     def __init__(
         self,
         *args: Any,
         on_retry: Callable[[str], None] | None = None,
-        give_up_after: float = 120.0,
-        backoff: tuple[float, float] = (0.5, 8.0),
+        max_retries: int = 10,
         **kwargs: Any,
     ) -> None:
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, max_retries=max_retries, **kwargs)
         self.on_retry = on_retry
-        self.give_up_after = give_up_after
-        self.backoff = backoff
         self._failed: asyncio.Future[errors.KubeError] | None = None
 
     @property
@@ -130,40 +121,18 @@ class OneShotClient(Client):
         if _UNATTENDED.get() and classify(exc) is Kind.PERMANENT and not self.failed.done():
             self.failed.set_result(exc)
 
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        content_type: str = "application/json",
-        **kwargs: Any,
-    ) -> Any:
-        started = time.monotonic()
-        delay = self.backoff[0]
-        while True:
-            try:
-                return await super().request(method, path, content_type=content_type, **kwargs)
-            except errors.KubeError as exc:
-                kind = classify(exc)
-                spent = time.monotonic() - started
-                if (
-                    kind is Kind.TRANSIENT
-                    and _repeatable(method, content_type)
-                    and spent < self.give_up_after
-                ):
-                    after = exc.retry_after if isinstance(exc, errors.ApiError) else None
-                    wait = after if after else delay * (1 + random.random() / 2)
-                    wait = min(wait, max(0.0, self.give_up_after - spent))
-                    if self.on_retry is not None:
-                        self.on_retry(
-                            f"{method} {path}: {describe(exc, self.base_url)}; "
-                            f"retrying in {wait:.1f}s"
-                        )
-                    await asyncio.sleep(wait)
-                    delay = min(self.backoff[1], delay * 2)
-                    continue
-                self._report(exc)
-                raise
+    def _retry_delay(self, exc: errors.KubeError, attempt: int) -> float | None:
+        delay = super()._retry_delay(exc, attempt)
+        if delay is not None and self.on_retry is not None:
+            self.on_retry(f"{describe(exc, self.base_url)}; retrying in {delay:.1f}s")
+        return delay
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            return await super().request(method, path, **kwargs)
+        except errors.KubeError as exc:
+            self._report(exc)
+            raise
 
     async def watch(self, res: Resource, *args: Any, **kwargs: Any) -> AsyncIterator[WatchEvent]:
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -20,8 +21,8 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def nodeops(*args: str, **kw: object) -> subprocess.Popen[str]:
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+def nodeops(*args: str, env: dict[str, str] | None = None, **kw: object) -> subprocess.Popen[str]:
+    env = dict(env if env is not None else os.environ, PYTHONUNBUFFERED="1")
     return subprocess.Popen(
         [sys.executable, "-m", "nodeops.cli", *args],
         stdout=subprocess.PIPE,
@@ -46,6 +47,13 @@ def stop(proc: subprocess.Popen[str], sig: int = signal.SIGTERM, timeout: float 
 @pytest.fixture
 def sim_cluster(tmp_path: Path) -> Iterator[Path]:
     """A `nodeops sim serve` process; yields its kubeconfig path."""
+    with simulated_cluster(tmp_path) as kubeconfig:
+        yield kubeconfig
+
+
+@contextlib.contextmanager
+def simulated_cluster(tmp_path: Path) -> Iterator[Path]:
+    """`sim_cluster` for fixtures of a wider scope."""
     kubeconfig = tmp_path / "sim.kubeconfig"
     proc = nodeops("sim", "serve", "--nodes", "2", "--instant", "--kubeconfig-out", str(kubeconfig))
     deadline = time.monotonic() + 60

@@ -9,6 +9,7 @@ JSON bytes without decoding them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from dataclasses import dataclass
@@ -130,6 +131,7 @@ class ApiHttp:
         self.server_address = "127.0.0.1:0"
         self.watchers: set[Watcher] = set()
         self.shutting_down = False
+        self._closing = asyncio.Event()
 
     # ----------------------------------------------------------------- entry
 
@@ -539,10 +541,12 @@ class ApiHttp:
         )
         if max_seconds is not None:
             timeout = min(timeout, max_seconds)
+        hold = self.faults.watch_delay(resource) if self.faults.enabled else 0.0
         store = self.registry.store
         bucket = store.bucket(rt.storage_key)
         encoder = self.registry.encoder(rt)
         watcher = Watcher(flt, encoder, store.watcher_buffer)
+        watcher.hold = hold
         resp = web.StreamResponse(headers={"Content-Type": _JSON})
         resp.enable_chunked_encoding()
         expired: bytes | None = None
@@ -551,11 +555,11 @@ class ApiHttp:
         if rv_param in ("", "0") or send_initial:
             entries = [e for e in bucket.entries(flt.namespace) if flt.matches(e)]
             for e in entries:
-                watcher.pending.append(
+                watcher.push(
                     b'{"type":"ADDED","object":' + (encoder(e.raw) if encoder else e.raw) + b"}\n"
                 )
             if send_initial and bookmarks:
-                watcher.pending.append(self._bookmark(rt, store.rv, initial_end=True))
+                watcher.push(self._bookmark(rt, store.rv, initial_end=True))
             bucket.watchers.add(watcher)
         else:
             try:
@@ -602,7 +606,15 @@ class ApiHttp:
                     except TimeoutError:
                         pass
                 if watcher.pending:
-                    lines, upto = watcher.taken()
+                    if hold > 0.0:
+                        # Injected slowness: what is pending now goes out `hold` seconds later;
+                        # what arrives meanwhile waits for its own turn, so nothing goes early.
+                        count = len(watcher.pending)
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(self._closing.wait(), hold)
+                        lines, upto = watcher.take(count)
+                    else:
+                        lines, upto = watcher.take()
                     cut = max_events is not None and sent + len(lines) >= max_events
                     if cut and max_events is not None:
                         lines = lines[: max(0, max_events - sent)]
@@ -631,6 +643,7 @@ class ApiHttp:
 
     def close_watches(self) -> None:
         self.shutting_down = True
+        self._closing.set()
         for w in list(self.watchers):
             w.close()
 

@@ -878,6 +878,7 @@ _GENERATION_KINDS = frozenset(
         ("apps", "StatefulSet"),
         ("apps", "DaemonSet"),
         ("policy", "PodDisruptionBudget"),
+        ("networking.k8s.io", "NetworkPolicy"),
         ("apiextensions.k8s.io", "CustomResourceDefinition"),
     }
 )

@@ -117,6 +117,8 @@ class Watcher:
         # writers waiting for an event of theirs to get that far.
         self.sent_rv = 0
         self._sent_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._pending_rvs: deque[int] = deque()  # the resourceVersion of each pending line
+        self.hold = 0.0  # an injected delay: writers do not wait for a watcher slowed on purpose
 
     def offer(self, ev: WatchEvent) -> None:
         if self.closed:
@@ -138,6 +140,7 @@ class Watcher:
         else:
             return
         self.pending.append(ev.encoded(kind, self.transform))
+        self._pending_rvs.append(ev.rv)
         self.last_rv = ev.rv
         if len(self.pending) > self.max_pending:
             # A consumer this far behind is cut off, as the apiserver's cacher does with a
@@ -151,11 +154,18 @@ class Watcher:
         self.wake.set()
         self._wake_senders(all_of_them=True)
 
-    def taken(self) -> tuple[list[bytes], int]:
-        """Take every pending line for writing, with the resourceVersion they reach."""
-        lines = list(self.pending)
-        self.pending.clear()
-        return lines, self.last_rv
+    def push(self, line: bytes) -> None:
+        """Queue a line that is no stored event (the initial state, a bookmark)."""
+        self.pending.append(line)
+        self._pending_rvs.append(0)
+
+    def take(self, count: int | None = None) -> tuple[list[bytes], int]:
+        """Take the first `count` pending lines (all by default) for writing, with the highest
+        resourceVersion among them, for `mark_sent` once they are written."""
+        n = len(self.pending) if count is None else min(count, len(self.pending))
+        lines = [self.pending.popleft() for _ in range(n)]
+        upto = max((self._pending_rvs.popleft() for _ in range(n)), default=0)
+        return lines, upto
 
     def mark_sent(self, rv: int) -> None:
         """The lines up to `rv` are on the connection: release writers waiting for them."""
@@ -258,7 +268,9 @@ class Bucket:
         must keep that order waits here. A watcher that has not taken the event within
         `timeout` (a stalled consumer) is not waited for any longer.
         """
-        futures = [f for w in list(self.watchers) if (f := w.wait_sent(rv)) is not None]
+        futures = [
+            f for w in list(self.watchers) if not w.hold and (f := w.wait_sent(rv)) is not None
+        ]
         if futures:
             await asyncio.wait(futures, timeout=timeout)
 
