@@ -50,6 +50,9 @@ Listener = Callable[[str, Obj], None]
 """Called with ("pod", pod), ("pod-deleted", pod), ("budget", pdb) or ("volumes", obj)."""
 
 NODE_INDEX = "spec.nodeName"
+POD_FIELDS = ("spec.nodeName", "spec.volumes", "status.phase")
+"""All the drain reads of a pod besides its metadata: a shared pod informer keeps only these
+(`metadata_only`), a fraction of each pod, which matters at 150,000 pods."""
 RULES_RECHECK_SECONDS = 60.0
 
 
@@ -334,8 +337,13 @@ class WatchedCluster(DrainSources):
 class SharedInformers(DrainSources):
     """A manager's shared informers (`manager.informers`), for reconcilers.
 
-    Create one per controller, not per reconcile: it registers its handlers on the shared
-    informers once, and its budget tokens must outlive a pass to be worth anything.
+    Create one per controller, not per reconcile (`SharedInformers.for_manager(manager,
+    options)` in the controller's setup): it registers its handlers on the shared informers
+    once, and its budget tokens must outlive a pass to be worth anything. Pods are read from the
+    shared pod informer kept to `POD_FIELDS` and indexed by node; ask for the same view to share
+    it. Informers it needs only sometimes (namespaces for rules that select them, nodes and
+    VolumeAttachments for the volume wait, NodeDrainRules once the kind is served) are made on
+    first use; the manager starts them.
     """
 
     def __init__(
@@ -349,7 +357,9 @@ class SharedInformers(DrainSources):
         super().__init__(client, options or DrainOptions())
         self.informers = informers
         self.sync_timeout = sync_timeout
-        self._pods: Informer = informers.informer(PODS, indexers={NODE_INDEX: index_pods_by_node})
+        self._pods: Informer = informers.informer(
+            PODS, indexers={NODE_INDEX: index_pods_by_node}, metadata_only=POD_FIELDS
+        )
         self._pdbs: Informer = informers.informer(PDBS)
         self._daemonsets: Informer = informers.informer(DAEMONSETS)
         self._rules: Informer | None = None
@@ -360,6 +370,11 @@ class SharedInformers(DrainSources):
         self.budgets = BudgetGate(self._pdbs)
         self._pods.add_handler(**self._pod_handlers())
         self._pdbs.add_handler(**self._budget_handlers())
+
+    @classmethod
+    def for_manager(cls, manager: Any, options: DrainOptions | None = None) -> SharedInformers:
+        """The sources of a controller running in `manager` (its informers and its client)."""
+        return cls(manager.informers, manager.client, options)
 
     async def _synced(self, *informers: Informer) -> None:
         waits = [inf.wait_synced() for inf in informers if not inf.has_synced]
