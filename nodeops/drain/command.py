@@ -104,7 +104,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("nodes", nargs="*", metavar="NODE")
     p.add_argument("-l", "--selector", default="", help="label selector of the nodes")
     p.add_argument("--chunk-size", default="500", help="nodes listed per request with -l")
-    p.add_argument("--dry-run", nargs="?", const="client", default="none")
+    # A bare --dry-run means client and takes no value from the next argument, as in kubectl
+    # (pflag's NoOptDefVal): `parse` spells it --dry-run=client before argparse sees it.
+    p.add_argument("--dry-run", default="none", metavar="none|client|server")
     p.add_argument("--kubeconfig")
     p.add_argument("--context")
 
@@ -159,7 +161,8 @@ def parse(argv: Sequence[str]) -> NodeCommand:
     if parser is None:
         _build()
         parser = _PARSERS[verb]
-    args, extra = parser.parse_known_intermixed_args(list(argv[1:]))
+    rest = ["--dry-run=client" if token == "--dry-run" else token for token in argv[1:]]
+    args, extra = parser.parse_known_intermixed_args(rest)
     if extra:
         raise ArgumentError(_translate("unrecognized arguments: " + " ".join(extra)), "usage")
     return validate(verb, args)
