@@ -1,6 +1,6 @@
 """`nodeops drain` against `kubectl drain`: wall time and API requests on the simulator.
 
-    python -m bench.drain --json [--quick] [--pods 110] [--repeats 3] [--start-seconds 2]
+    python -m bench.drain --json [--quick] [--pods 110] [--repeats 3] [--start-seconds 1]
 
 One node (`node-0`) carries every pod of a ReplicaSet (110 by default, a node's pod capacity);
 the other nodes take the replacements. Three scenarios:
@@ -428,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--start-seconds",
         type=float,
-        default=2.0,
+        default=1.0,
         help="pdb_slow_start: seconds from binding until a pod runs and is Ready",
     )
     parser.add_argument("--json", action="store_true", help="print JSON (the only output form)")
