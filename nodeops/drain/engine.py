@@ -320,6 +320,7 @@ class _Run:
         self.failures: dict[str, str] = {}
         self.in_flight: dict[str, asyncio.Task[None]] = {}
         self.attempted: dict[str, str] = {}  # ref -> uid evicted (approved)
+        self.gone_early: dict[str, Obj] = {}  # deleted while its eviction was unanswered
         self.evicted: list[str] = []
         self.fatal: DrainError | None = None
         self.sem = asyncio.Semaphore(self.options.max_in_flight)
@@ -334,13 +335,18 @@ class _Run:
         if kind in ("pod", "pod-deleted"):
             if (obj.get("spec") or {}).get("nodeName") != self.node_name:
                 return
-            if (
-                kind == "pod-deleted"
-                and self.d.on_gone is not None
-                and self.attempted.get(o.ref(obj)) == o.uid(obj)
-            ):
-                self.d.on_gone(obj)
+            if kind == "pod-deleted":
+                ref = o.ref(obj)
+                if self.attempted.get(ref) == o.uid(obj):
+                    self._gone(obj)
+                elif ref in self.in_flight:
+                    # Gone before its eviction's answer came: reported once the answer does.
+                    self.gone_early[ref] = obj
         self.changed.set()
+
+    def _gone(self, pod: Obj) -> None:
+        if self.d.on_gone is not None:
+            self.d.on_gone(pod)
 
     async def close(self) -> None:
         self._unlisten()
@@ -640,6 +646,9 @@ class _Run:
                     self.failures.pop(d.ref, None)
                     self.attempted[d.ref] = uid
                     self.evicted.append(d.ref)
+                    early = self.gone_early.pop(d.ref, None)
+                    if early is not None and o.uid(early) == uid:
+                        self._gone(early)
                     self.changed.set()
                     return
                 self._refused(d, current, refusal)
