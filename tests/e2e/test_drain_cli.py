@@ -8,6 +8,7 @@ NodeDrainRules give shows in the order of the `evicting pod` lines.
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
@@ -22,6 +23,8 @@ from typing import Any
 import orjson
 import pytest
 import yaml
+
+from nodeops.drain import command
 
 from .conftest import nodeops
 
@@ -53,6 +56,13 @@ def run(kubeconfig: Path, *args: str, timeout: float = 60) -> subprocess.Complet
         timeout=timeout,
         check=False,
     )
+
+
+def run_here(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The same command in this process (no interpreter start-up): for many short runs."""
+    out, err = io.StringIO(), io.StringIO()
+    code = command.main([*args, "--kubeconfig", str(kubeconfig)], out, err)
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 def kubectl(
@@ -385,7 +395,7 @@ def test_bad_input_reads_like_kubectl_and_changes_nothing(sim_cluster: Path) -> 
     """Every input is checked before the first write, with kubectl's message and exit code."""
     for args in BAD_INPUT:
         theirs = kubectl(sim_cluster, *args)
-        ours = run(sim_cluster, *args)
+        ours = run_here(sim_cluster, *args)
         expected = theirs.stderr.replace("kubectl", "nodeops")
         assert (ours.returncode, ours.stderr) == (theirs.returncode, expected), args
         assert ours.returncode == 1 and ours.stdout == "", args
@@ -408,7 +418,9 @@ def test_several_nodes_and_selectors_print_what_kubectl_prints(sim_cluster: Path
     for tool in ("kubectl", "nodeops"):
         outputs = []
         for args in sequences:
-            done = kubectl(sim_cluster, *args) if tool == "kubectl" else run(sim_cluster, *args)
+            done = (
+                kubectl(sim_cluster, *args) if tool == "kubectl" else run_here(sim_cluster, *args)
+            )
             outputs.append((done.returncode, done.stdout, done.stderr))
         for name in ("node-0", "node-1"):
             set_unschedulable(sim_cluster, name, False)
