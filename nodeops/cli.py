@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from nodeops import __version__
+from nodeops.controllers.maintenance import command as maintenance_command
 from nodeops.drain import command as drain_command
 from nodeops.kube.logging import configure as configure_logging
 
@@ -96,6 +97,12 @@ def _run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--renew-deadline", type=float, help="seconds the leader tries to renew before it stops"
     )
     run.add_argument("--retry-period", type=float, help="seconds between lease acquire/renew tries")
+    run.add_argument(
+        "--leader-election-watch",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="while waiting for the Lease, also watch it (on by default; off: poll only)",
+    )
     run.add_argument("--metrics-addr", help="metrics listen address, 0 to disable")
     run.add_argument("--health-addr", help="probe listen address, 0 to disable")
     run.add_argument("--log-level", help="debug, info, warning or error")
@@ -122,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="write one <group>_<plural>.yaml per CRD and a kustomization.yaml listing them",
     )
     _sim_parser(sub)
+    maintenance_command.add_arguments(sub)
     return parser
 
 
@@ -146,6 +154,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from nodeops.run import run_from_args
 
         return run_from_args(args)
+    if args.command == "maintenance":
+        configure_logging("warning", "console")
+        return maintenance_command.run(args)
     if args.command == "sim" and args.sim_command == "serve":
         from nodeops.sim.serve import serve_from_args
 

@@ -49,6 +49,7 @@ class RunSettings(BaseSettings):
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
+    leader_election_watch: bool = True
     metrics_addr: str = ":8080"
     health_addr: str = ":8081"
     log_level: str = "info"
@@ -281,6 +282,7 @@ async def _run(settings: RunSettings, args: Any) -> int:
             lease_duration=settings.lease_duration,
             renew_deadline=settings.renew_deadline,
             retry_period=settings.retry_period,
+            watch_lease=settings.leader_election_watch,
         )
     manager = Manager(
         client,

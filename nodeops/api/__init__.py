@@ -21,6 +21,7 @@ from nodeops.api.crd import all_crds, crd_for, render_crds_yaml, write_all_crd_f
 from nodeops.api.drainrule import DrainBehavior, NodeDrainRule
 from nodeops.api.errors import FieldError, InvalidResource
 from nodeops.api.labelselector import LabelSelector, LabelSelectorRequirement
+from nodeops.api.loadbalancerattachment import LoadBalancerAttachment
 from nodeops.api.meta import API_VERSION, GROUP, VERSION, ObjectMeta
 from nodeops.api.resource import KindInfo, PrinterColumn, Resource
 
@@ -38,6 +39,7 @@ __all__ = [
     "KindInfo",
     "LabelSelector",
     "LabelSelectorRequirement",
+    "LoadBalancerAttachment",
     "NodeDrainRule",
     "ObjectMeta",
     "PrinterColumn",
@@ -52,4 +54,7 @@ __all__ = [
     "write_all_crd_files",
 ]
 
-KINDS: Final[tuple[type[Resource], ...]] = (NodeDrainRule,)
+KINDS: Final[tuple[type[Resource], ...]] = (
+    NodeDrainRule,
+    LoadBalancerAttachment,
+)

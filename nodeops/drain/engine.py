@@ -26,6 +26,7 @@ from typing import Any
 
 import structlog
 
+from nodeops.common.selectors import parse_label_selector
 from nodeops.drain.budgets import BudgetGate
 from nodeops.drain.classify import (
     Behavior,
@@ -103,7 +104,7 @@ ProgressCallback = Callable[[DrainProgress], None]
 class Drainer:
     """Drains nodes. `sources` says where the cluster is read (see `nodeops.drain.sources`):
     by default `drain` watches on its own and `step` lists once per pass; a controller passes
-    `SharedInformers(manager.informers, client, options)`, made once for the controller."""
+    `SharedInformers.for_manager(manager)`, made once when the controllers are set up."""
 
     def __init__(
         self,
@@ -325,7 +326,15 @@ class _Run:
         self.fatal: DrainError | None = None
         self.sem = asyncio.Semaphore(self.options.max_in_flight)
         self.last_message = ""
+        self._selector = (
+            parse_label_selector(self.options.pod_selector) if self.options.pod_selector else None
+        )
         self._unlisten = sources.listen(self._on_change)
+
+    def _selected(self, pod: Obj) -> bool:
+        """`pod_selector`, applied here whatever the source fetched (a shared source serves
+        drains with different selectors)."""
+        return self._selector is None or self._selector.matches(o.labels(pod))
 
     @property
     def gate(self) -> BudgetGate:
@@ -370,7 +379,7 @@ class _Run:
         return node
 
     async def _classify(self, node: Obj) -> Classification:
-        pods = self.sources.pods_on(self.node_name)
+        pods = [p for p in self.sources.pods_on(self.node_name) if self._selected(p)]
         cache = self.lookups
         for pod in pods:
             ds = daemonset_of(pod)

@@ -25,7 +25,6 @@ from typing import Any
 
 from nodeops.api.drainrule import parse as parse_rule
 from nodeops.api.errors import InvalidResource
-from nodeops.common.selectors import LabelSelector, SelectorError, parse_label_selector
 from nodeops.drain.budgets import BudgetGate, PdbSnapshot
 from nodeops.drain.classify import Behavior, RuleView
 from nodeops.drain.errors import DrainError
@@ -85,18 +84,13 @@ class DrainSources:
 
     budgets: BudgetGate
 
-    def __init__(self, client: Client, options: DrainOptions) -> None:
+    def __init__(self, client: Client, options: DrainOptions | None = None) -> None:
+        """`options` narrow what a source fetches for one drain (its pod selector); a source
+        shared by drains with different options (`SharedInformers`) takes none, and each drain
+        filters what it reads by its own options."""
         self.client = client
-        self.options = options
+        self.options = options or DrainOptions()
         self._listeners: list[Listener] = []
-        self._selector: LabelSelector | None = None
-        if options.pod_selector:
-            try:
-                self._selector = parse_label_selector(options.pod_selector)
-            except SelectorError as exc:
-                raise ValueError(
-                    "--pod-selector=<pod_selector> must be a valid label selector"
-                ) from exc
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -162,9 +156,6 @@ class DrainSources:
     def _emit(self, kind: str, obj: Obj) -> None:
         for listener in list(self._listeners):
             listener(kind, obj)
-
-    def _selected(self, pod: Obj) -> bool:
-        return self._selector is None or self._selector.matches(o.labels(pod))
 
     def _pod_handlers(self) -> dict[str, Any]:
         def changed(pod: Obj) -> None:
@@ -337,24 +328,18 @@ class WatchedCluster(DrainSources):
 class SharedInformers(DrainSources):
     """A manager's shared informers (`manager.informers`), for reconcilers.
 
-    Create one per controller, not per reconcile (`SharedInformers.for_manager(manager,
-    options)` in the controller's setup): it registers its handlers on the shared informers
-    once, and its budget tokens must outlive a pass to be worth anything. Pods are read from the
+    Create one per manager, not per reconcile (`SharedInformers.for_manager(manager)` when the
+    controllers are set up): it registers its handlers on the shared informers once, and its
+    budget tokens must outlive a pass, and be shared by every drain under the same budgets, to be
+    worth anything. Drains with different options may share it: each filters by its own. Pods are read from the
     shared pod informer kept to `POD_FIELDS` and indexed by node; ask for the same view to share
     it. Informers it needs only sometimes (namespaces for rules that select them, nodes and
     VolumeAttachments for the volume wait, NodeDrainRules once the kind is served) are made on
     first use; the manager starts them.
     """
 
-    def __init__(
-        self,
-        informers: Any,
-        client: Client,
-        options: DrainOptions | None = None,
-        *,
-        sync_timeout: float = 30.0,
-    ) -> None:
-        super().__init__(client, options or DrainOptions())
+    def __init__(self, informers: Any, client: Client, *, sync_timeout: float = 30.0) -> None:
+        super().__init__(client)
         self.informers = informers
         self.sync_timeout = sync_timeout
         self._pods: Informer = informers.informer(
@@ -372,9 +357,10 @@ class SharedInformers(DrainSources):
         self._pdbs.add_handler(**self._budget_handlers())
 
     @classmethod
-    def for_manager(cls, manager: Any, options: DrainOptions | None = None) -> SharedInformers:
-        """The sources of a controller running in `manager` (its informers and its client)."""
-        return cls(manager.informers, manager.client, options)
+    def for_manager(cls, manager: Any) -> SharedInformers:
+        """The sources of controllers running in `manager` (its informers and its client);
+        one serves every drain of every controller that shares it, whatever their options."""
+        return cls(manager.informers, manager.client)
 
     async def _synced(self, *informers: Informer) -> None:
         waits = [inf.wait_synced() for inf in informers if not inf.has_synced]
@@ -391,7 +377,7 @@ class SharedInformers(DrainSources):
         await self._synced(self._pods, self._pdbs, self._daemonsets)
 
     def pods_on(self, node: str) -> list[Obj]:
-        return [p for p in self._pods.by_index(NODE_INDEX, node) if self._selected(p)]
+        return self._pods.by_index(NODE_INDEX, node)
 
     def pod(self, namespace: str, name: str) -> Obj | None:
         return self._pods.get(name, namespace)
@@ -406,8 +392,6 @@ class SharedInformers(DrainSources):
         return await super().node(name)
 
     async def rule_items(self) -> list[Obj]:
-        if not self.options.respect_rules:
-            return []
         if self._rules is None:
             # An informer of a kind the server does not serve never syncs: ask discovery first,
             # and again now and then, since the definition may be installed later.

@@ -154,11 +154,6 @@ class Watcher:
         self.wake.set()
         self._wake_senders(all_of_them=True)
 
-    def push(self, line: bytes) -> None:
-        """Queue a line that is no stored event (the initial state, a bookmark)."""
-        self.pending.append(line)
-        self._pending_rvs.append(0)
-
     def take(self, count: int | None = None) -> tuple[list[bytes], int]:
         """Take the first `count` pending lines (all by default) for writing, with the highest
         resourceVersion among them, for `mark_sent` once they are written."""

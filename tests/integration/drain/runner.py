@@ -60,7 +60,7 @@ async def run_drain(
             on_evicting(pod)
 
     factory = InformerFactory(client)
-    sources = SharedInformers(factory, client, options)
+    sources = SharedInformers(factory, client)
     factory.start()
     drainer = Drainer(client, options, sources=sources, on_evicting=evicting)
     started = o.now()

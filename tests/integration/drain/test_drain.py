@@ -477,7 +477,7 @@ async def test_step_over_shared_informers_lists_nothing_per_pass(cluster: Any) -
     await settle_pdb(client, "p", 2)
     factory = InformerFactory(client)
     options = DrainOptions()
-    drainer = Drainer(client, options, sources=SharedInformers(factory, client, options))
+    drainer = Drainer(client, options, sources=SharedInformers(factory, client))
     factory.start()
     try:
         started = now()

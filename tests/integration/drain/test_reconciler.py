@@ -42,7 +42,7 @@ class NodeDrainReconciler:
     def __init__(self, manager: Manager, options: DrainOptions) -> None:
         self.client = manager.client
         self.nodes = manager.informers.informer(NODES)
-        sources = SharedInformers.for_manager(manager, options)
+        sources = SharedInformers.for_manager(manager)
         self.drainer = Drainer(manager.client, options, sources=sources, events=manager.events)
         self.passes = 0
 
