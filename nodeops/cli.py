@@ -143,12 +143,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command in ("drain", "cordon", "uncordon"):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in drain_command.COMMANDS:
         # Commands talk to the user on stdout/stderr; the runtime's logs only when they warn.
         configure_logging("warning", "console")
-        return drain_command.run(args)
+        return drain_command.main(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.command == "crds":
         from nodeops.api import render_crds_yaml, write_all_crd_files
 

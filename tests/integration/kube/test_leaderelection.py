@@ -789,8 +789,10 @@ async def test_watch_still_never_deposes_a_live_leader(
 ) -> None:
     """Each renewal the watch delivers restarts the follower's wait instead of shortening it."""
     name = "watched-live"
-    leader_cfg = config(name, "alpha", 1.0, 0.7, 0.2)
-    follower_cfg = config(name, "beta", 1.0, 0.7, 0.2)
+    # Renewals every 0.2 s against a 3 s lease: a loaded machine delays a renewal, but not by
+    # the 2 s renew deadline, so the leader stays live and only the watch could depose it.
+    leader_cfg = config(name, "alpha", 3.0, 2.0, 0.2)
+    follower_cfg = config(name, "beta", 3.0, 2.0, 0.2)
     terms = Terms()
     leader, _, follower, _ = await start_leader_and_follower(
         clients, tasks, terms, leader_cfg, follower_cfg
