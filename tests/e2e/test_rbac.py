@@ -125,8 +125,9 @@ def _record(run: Run) -> dict[str, Any] | None:
 
 async def detaches_a_node_and_brings_it_back(run: Run) -> None:
     """The detacher: a cordoned node is detached and its pods stopped, a NodeDrainRule choosing
-    by namespace labels and the ingress DaemonSet's pod last; uncordoned, it is attached again;
-    deleted, its record goes."""
+    by namespace labels and the ingress DaemonSet's pod last (its stopping is no ingress
+    rollout); uncordoned, it is attached again at once and its pods come back; deleted, its
+    record goes."""
     from nodeops.api import all_crds
     from nodeops.sim import objects
 
@@ -182,6 +183,8 @@ async def detaches_a_node_and_brings_it_back(run: Run) -> None:
         return ((_record(run) or {}).get("status") or {}).get("phase") == "Attached"
 
     await until(run, attached, "the node attached again")
+    # Its DaemonSet taint lifted, the ingress pod it stopped comes back, as does the web pod.
+    await until(run, running, "the edge pods running again")
     server.registry.delete(nodes, "", "node-0", {})
     await until(run, lambda: _record(run) is None, "the deleted node's record removed")
 
@@ -445,10 +448,6 @@ def _every_rule() -> list[Any]:
         components = tuple(sorted({c for s in SCENARIOS for c in s.components}))
         found = list(rules(rbac_objects(Path(tmp), components)))
     return [pytest.param(role, index, id=f"{role}[{index}]") for role, index in found]
-    params = []
-    for role, index in found:
-        params.append(pytest.param(role, index, id=f"{role}[{index}]"))
-    return params
 
 
 @pytest.mark.parametrize(("role", "index"), _every_rule())

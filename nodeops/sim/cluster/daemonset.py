@@ -130,6 +130,14 @@ def pin_to_node(pod: Obj, node: str) -> None:
     spec["affinity"] = {**affinity, "nodeAffinity": node_affinity}
 
 
+def _counted(pod: Mapping[str, Any]) -> bool:
+    """`getNodesToDaemonPods(includeDeletedTerminal=false)`: a pod that has finished and is
+    being deleted (held by a finalizer, or waiting for the kubelet's final delete) is nothing
+    the controller has to do with any more, so it neither blocks a replacement on its node nor
+    counts in the status."""
+    return not (is_terminal(pod) and is_deleting(pod))
+
+
 @dataclass(slots=True)
 class DsPlan:
     create: list[str] = field(default_factory=list)
@@ -149,6 +157,8 @@ def plan_daemonset(
     min_ready = float(spec.get("minReadySeconds") or 0)
     by_node: dict[str, list[Mapping[str, Any]]] = {}
     for p in pods:
+        if not _counted(p):
+            continue
         n = target_node(p)
         by_node.setdefault(n or "", []).append(p)
     plan = DsPlan()
@@ -225,7 +235,7 @@ def daemonset_status(
     min_ready = float(spec.get("minReadySeconds") or 0)
     by_node: dict[str, list[Mapping[str, Any]]] = {}
     for p in pods:
-        if is_terminal(p):
+        if not _counted(p):
             continue
         n = target_node(p)
         if n:
