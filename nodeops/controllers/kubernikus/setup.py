@@ -17,6 +17,7 @@ from nodeops.controllers.kubernikus.servers import ServersSource
 from nodeops.controllers.kubernikus.serverversion import ServerVersion
 from nodeops.drain.engine import Drainer
 from nodeops.drain.options import DrainOptions
+from nodeops.drain.sources import SharedInformers
 from nodeops.kube import Controller, Request
 from nodeops.kube.resources import NODES
 from nodeops.providers.base import Provider, ProviderConfigError
@@ -68,7 +69,12 @@ async def setup(ctx: SetupContext, settings: KubernikusSettings) -> None:
             delete_label=keys.delete_node,
         )
     nodes = manager.informers.informer(NODES)
-    drainer = Drainer(manager.client, drain_options(config), events=manager.events)
+    drainer = Drainer(
+        manager.client,
+        drain_options(config),
+        sources=SharedInformers.for_manager(manager),
+        events=manager.events,
+    )
     version = ServerVersion(manager.client, interval=config.intervals.requeue)
     reconciler = KubernikusReconciler(
         client=manager.client,
