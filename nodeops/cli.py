@@ -49,6 +49,15 @@ def _sim_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--instant", action="store_true", help="kubelet starts and stops pods at once"
     )
     serve.add_argument("--no-controllers", action="store_true", help="serve the API only")
+    serve.add_argument("--kube-version", help="what /version reports, e.g. v1.32.1")
+    serve.add_argument(
+        "--openstack-pool",
+        action="append",
+        default=[],
+        metavar="NAME:SIZE[:VERSION]",
+        help="a Kubernikus-style node pool behind a simulated Keystone + Nova; its first "
+        "servers run VERSION, new ones --kube-version (repeatable)",
+    )
 
 
 class _JoinCommaLists(argparse.Action):

@@ -51,6 +51,7 @@ ENTRY_POINT_GROUP: Final = "nodeops.controllers"
 #: Built-in controller packages, one line each; each module exposes `PLUGIN`.
 BUILTIN: tuple[str, ...] = (
     "nodeops.controllers.detacher",
+    "nodeops.controllers.kubernikus",
     "nodeops.controllers.maintenance",
 )
 

@@ -266,10 +266,120 @@ async def maintenance_drains_a_node(run: Run) -> None:
     assert await run.stop() == 0, run.output[-1]
 
 
+KUBERNIKUS_CONFIG = """\
+intervals:
+  requeue: 1s
+  podDeletion: {period: 200ms, timeout: 5m}
+  podEviction: {period: 200ms, timeout: 5m, force: false}
+cloudProviderSecret: {name: cloud-config, namespace: kube-system}
+"""
+
+
+async def kubernikus_replaces_a_node(run: Run) -> None:
+    """Label the outdated node, then delete it: drain (a Deployment's pod under a budget, a
+    DaemonSet's pod, a drain rule matching namespaces), credentials from the Secret, Node gone."""
+    from nodeops.api import all_crds
+
+    server, node = run.sim.server, "node-0"
+    server.set_kube_version("v1.32.0")  # the node's kubelet is v1.31.4
+    for crd in all_crds():
+        server.create(crd)
+    server.create(
+        {
+            "apiVersion": "nodeops.dev/v1alpha1",
+            "kind": "NodeDrainRule",
+            "metadata": {"name": "default-namespace"},
+            "spec": {
+                "drain": {"behavior": "Drain"},
+                "pods": [{"namespaceSelector": {"matchLabels": {"team": "web"}}}],
+            },
+        }
+    )
+    labels = {"app": "web"}
+    template = {
+        "metadata": {"labels": labels},
+        "spec": {
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "c", "image": "nginx:1.27"}],
+        },
+    }
+    selector = {"matchLabels": labels}
+    server.create(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"replicas": 1, "selector": selector, "template": template},
+        }
+    )
+    server.create(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"maxUnavailable": 1, "selector": selector},
+        }
+    )
+    agent = {"app": "agent"}
+    server.create(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": "agent", "namespace": "default"},
+            "spec": {
+                "selector": {"matchLabels": agent},
+                "template": {**template, "metadata": {"labels": agent}},
+            },
+        }
+    )
+    conf = "[Global]\nauth-url = http://127.0.0.1:1/v3\nusername = u\npassword = p\n"
+    conf += "domain-name = d\ntenant-id = t\n"
+    server.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "cloud-config", "namespace": "kube-system"},
+            "stringData": {"cloudprovider.conf": conf},
+        }
+    )
+    config = run.kubeconfig.with_name("kubernikus.yaml")
+    config.write_text(KUBERNIKUS_CONFIG)
+
+    def pods_ready() -> bool:
+        web = run.get("apps", "v1", "deployments", "default", "web").get("status") or {}
+        agents = run.get("apps", "v1", "daemonsets", "default", "agent").get("status") or {}
+        return web.get("readyReplicas") == 1 and agents.get("numberReady") == 1
+
+    await until(run, pods_ready, "the pods running")
+    await run.start("--controllers", "kubernikus", "--kubernikus-config", str(config))
+
+    def labelled() -> bool:
+        labels = run.get("", "v1", "nodes", "", node)["metadata"].get("labels", {})
+        return labels.get("nodeops.dev/kubelet-needs-update") == "true"
+
+    await until(run, labelled, "the outdated node labelled")
+    registry = server.registry
+    registry.patch(
+        registry.lookup("", "v1", "nodes"), "", node, "merge",
+        {"metadata": {"labels": {"nodeops.dev/delete-node": "true"}}},
+    )  # fmt: skip
+
+    def removed() -> bool:
+        try:
+            run.get("", "v1", "nodes", "", node)
+        except Exception:
+            return True
+        return False
+
+    await until(run, removed, "the node removed")
+    assert await run.stop() == 0, run.output[-1]
+
+
 SCENARIOS = [
     Scenario("runtime", (), leads_and_hands_over),
     Scenario("detacher", (COMPONENTS / "detacher",), detaches_a_node_and_brings_it_back),
     Scenario("maintenance", (COMPONENTS / "maintenance",), maintenance_drains_a_node),
+    Scenario("kubernikus", (COMPONENTS / "kubernikus",), kubernikus_replaces_a_node),
 ]
 
 

@@ -145,6 +145,8 @@ class ApiHttp:
         self.bookmark_interval = bookmark_interval
         self.min_request_timeout = min_request_timeout
         self.server_address = "127.0.0.1:0"
+        self.version: dict[str, str] = dict(discovery.KUBE_VERSION)
+        """What `/version` answers; `SimServer.set_kube_version` changes it."""
         self.watchers: set[Watcher] = set()
         self.shutting_down = False
         # Set on shutdown, so requests and watches held back by injected faults end with it.
@@ -245,7 +247,7 @@ class ApiHttp:
         if path in _NON_RESOURCE_OK or path.startswith(tuple(p + "/" for p in _NON_RESOURCE_OK)):
             return web.Response(text="ok", content_type="text/plain")
         if path == "/version":
-            return self._json(discovery.KUBE_VERSION)
+            return self._json(self.version)
         if path == "/api":
             return self._json(discovery.api_versions(self.server_address))
         if path == "/apis":

@@ -751,3 +751,26 @@ async def test_concurrent_writers_get_conflicts_not_lost_updates(api: Api) -> No
 
     results = await asyncio.gather(*(bump(i) for i in range(10)))
     assert sorted(results) == [200] + [409] * 9
+
+
+async def test_secret_string_data_is_merged_into_data(api: Api) -> None:
+    # kube-apiserver converts stringData into data on every write and never returns it.
+    body = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "creds"},
+        "data": {"a": "b2xk", "keep": "eA=="},
+        "stringData": {"a": "new", "b": "plain text"},
+    }
+    status, created = await api.post(f"{NS}/secrets", body)
+    assert status == 201, created
+    assert created["data"] == {"a": "bmV3", "keep": "eA==", "b": "cGxhaW4gdGV4dA=="}
+    assert "stringData" not in created and created["type"] == "Opaque"
+    status, patched = await api.patch(f"{NS}/secrets/creds", {"stringData": {"c": "3"}})
+    assert status == 200 and patched["data"]["c"] == "Mw==" and "stringData" not in patched
+    status, stored = await api.get(f"{NS}/secrets/creds")
+    assert set(stored["data"]) == {"a", "b", "c", "keep"} and "stringData" not in stored
+    status, refused = await api.post(
+        f"{NS}/secrets", {**body, "metadata": {"name": "bad"}, "stringData": {"a": 1}}
+    )
+    assert status == 400 and refused["reason"] == "BadRequest"
