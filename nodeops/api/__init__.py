@@ -18,10 +18,13 @@ from nodeops.api.conditions import (
     set_condition,
 )
 from nodeops.api.crd import all_crds, crd_for, render_crds_yaml, write_all_crd_files
+from nodeops.api.cyclenoderequest import CycleNodeRequest
+from nodeops.api.cyclenodestatus import CycleNodeStatus
 from nodeops.api.drainrule import DrainBehavior, NodeDrainRule
 from nodeops.api.errors import FieldError, InvalidResource
 from nodeops.api.labelselector import LabelSelector, LabelSelectorRequirement
 from nodeops.api.meta import API_VERSION, GROUP, VERSION, ObjectMeta
+from nodeops.api.nodegroup import NodeGroup
 from nodeops.api.resource import KindInfo, PrinterColumn, Resource
 
 __all__ = [
@@ -32,6 +35,8 @@ __all__ = [
     "Condition",
     "ConditionStatus",
     "Conditions",
+    "CycleNodeRequest",
+    "CycleNodeStatus",
     "DrainBehavior",
     "FieldError",
     "InvalidResource",
@@ -39,6 +44,7 @@ __all__ = [
     "LabelSelector",
     "LabelSelectorRequirement",
     "NodeDrainRule",
+    "NodeGroup",
     "ObjectMeta",
     "PrinterColumn",
     "Resource",
@@ -52,4 +58,9 @@ __all__ = [
     "write_all_crd_files",
 ]
 
-KINDS: Final[tuple[type[Resource], ...]] = (NodeDrainRule,)
+KINDS: Final[tuple[type[Resource], ...]] = (
+    NodeDrainRule,
+    CycleNodeRequest,
+    CycleNodeStatus,
+    NodeGroup,
+)
