@@ -185,6 +185,8 @@ class CycleNodeRequestStatus(ApiModel):
     """The cloud node groups being cycled."""
     concurrency: NonNegativeInt64 | None = None
     """The concurrency in force (spec's, or the number of selected nodes)."""
+    phase_timestamp: Time | None = None
+    """When the request entered its current phase."""
     started_timestamp: Time | None = None
     """When the request left its first phase."""
     finished_timestamp: Time | None = None

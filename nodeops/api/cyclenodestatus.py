@@ -30,6 +30,11 @@ class CycleNodeStatusSpec(ApiModel):
     """The settings of the request that created this."""
     provider: str | None = None
     """The cloud provider that terminates the instance; the manager's default when unset."""
+    node_group_name: str | None = None
+    """The cloud node group the node's instance was detached from."""
+    provider_id: str | None = Field(default=None, alias="providerId")
+    """The node's provider ID when the request picked it, so its instance is terminated even
+    if the Node is deleted by someone else first."""
 
 
 class CycleNodeStatusStatus(ApiModel):
@@ -44,6 +49,8 @@ class CycleNodeStatusStatus(ApiModel):
     """Drained (with the pods still blocking while False)."""
     current_node: CycleNodeRequestNode | None = None
     """The node, recorded before anything is done to it."""
+    phase_timestamp: Time | None = None
+    """When the node entered its current phase."""
     started_timestamp: Time | None = None
     """When work on the node started."""
     timeout_timestamp: Time | None = None
