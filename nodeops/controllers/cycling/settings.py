@@ -7,6 +7,8 @@ says the replacements are in service and their nodes are Ready, so it needs no f
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["CyclingSettings", "ObserverSettings"]
@@ -55,6 +57,10 @@ class CyclingSettings(BaseModel):
         default=1.0,
         gt=0,
         description="cluster seconds per wall second (for simulated clusters run faster)",
+    )
+    time_origin: datetime | None = Field(
+        default=None,
+        description="with time_scale: when the cluster's clock agreed with the wall clock",
     )
 
 

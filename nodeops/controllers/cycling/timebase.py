@@ -41,14 +41,16 @@ class TimeBase:
         return self.now() + timedelta(seconds=seconds)
 
     @classmethod
-    def scaled(cls, scale: float, start: datetime | None = None) -> TimeBase:
-        """A clock running `scale` times faster than the wall clock from `start` (now)."""
-        import time
+    def scaled(cls, scale: float, origin: datetime | None = None) -> TimeBase:
+        """A clock running `scale` times as fast as the wall clock since `origin`.
 
-        origin = start or _utc_now()
-        mono = time.monotonic()
+        A simulated cluster's clock agreed with the wall clock when it started (its origin);
+        given that origin, processes started at different times agree on the simulated time,
+        so a restarted manager reads the timestamps its predecessor wrote correctly.
+        """
+        start = origin or _utc_now()
 
         def now() -> datetime:
-            return origin + timedelta(seconds=(time.monotonic() - mono) * scale)
+            return start + (_utc_now() - start) * scale
 
         return cls(now=now, scale=scale)

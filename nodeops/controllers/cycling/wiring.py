@@ -7,7 +7,7 @@ that runs as fast as its clock).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +28,7 @@ from nodeops.controllers.cycling.notify import Notifier
 from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS, CYCLENODESTATUSES, NODEGROUPS
 from nodeops.controllers.cycling.settings import CyclingSettings
 from nodeops.controllers.cycling.timebase import TimeBase
-from nodeops.kube import Controller, Manager, Request
+from nodeops.kube import Controller, Manager, NotSynced, Request
 from nodeops.kube import objects as o
 from nodeops.kube.resources import NODES, PDBS, PODS
 
@@ -90,6 +90,19 @@ def phase_or_deletion_changed(old: Obj, new: Obj) -> bool:
     ).get("deletionTimestamp")
 
 
+def _tolerant(mapper: Callable[[Obj], Iterable[Request]]) -> Callable[[Obj], list[Request]]:
+    """A mapper that maps to nothing while the informers it reads are still filling: the
+    initial list of each controller's own informer enqueues every object anyway."""
+
+    def mapped(obj: Obj) -> list[Request]:
+        try:
+            return list(mapper(obj))
+        except NotSynced:
+            return []
+
+    return mapped
+
+
 @dataclass
 class CyclingControllers:
     requests: Controller
@@ -111,7 +124,12 @@ def install(
 ) -> CyclingControllers:
     """Add the CycleNodeRequest and CycleNodeStatus controllers and the cloud poller."""
     settings = settings or CyclingSettings()
-    time = time or (TimeBase() if settings.time_scale == 1.0 else TimeBase.scaled(settings.time_scale))
+    if time is None:
+        time = (
+            TimeBase()
+            if settings.time_scale == 1.0
+            else TimeBase.scaled(settings.time_scale, settings.time_origin)
+        )
     informers = manager.informers
     requests = informers.informer(CYCLENODEREQUESTS, namespace=namespace)
     children = informers.informer(
@@ -196,9 +214,9 @@ def install(
         )
         .for_(requests)
         .owns(children)
-        .watches(nodes, active_requests, update_predicate=node_changed)
-        .watches(nodegroups, active_requests)
-        .watches(requests, waiting_requests, update_predicate=phase_or_deletion_changed)
+        .watches(nodes, _tolerant(active_requests), update_predicate=node_changed)
+        .watches(nodegroups, _tolerant(active_requests))
+        .watches(requests, _tolerant(waiting_requests), update_predicate=phase_or_deletion_changed)
     )
     child_controller = (
         Controller(
@@ -207,10 +225,10 @@ def install(
             max_concurrent_reconciles=settings.node_workers,
         )
         .for_(children)
-        .watches(pods, children_on_node, update_predicate=pod_changed)
-        .watches(nodes, children_on_node, update_predicate=node_changed)
-        .watches(pdbs, draining_children)
-        .watches(requests, children_of_request, update_predicate=phase_or_deletion_changed)
+        .watches(pods, _tolerant(children_on_node), update_predicate=pod_changed)
+        .watches(nodes, _tolerant(children_on_node), update_predicate=node_changed)
+        .watches(pdbs, _tolerant(draining_children))
+        .watches(requests, _tolerant(children_of_request), update_predicate=phase_or_deletion_changed)
     )
     cloud.on_change = request_controller.queue.add
     manager.add(request_controller, child_controller)
