@@ -96,8 +96,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _demo(args: argparse.Namespace) -> dict[str, Any]:
-    from nodeops.controllers.cycling.resources import CYCLENODESTATUSES
     from nodeops.controllers.cycling.pods import movable
+    from nodeops.controllers.cycling.resources import CYCLENODESTATUSES
     from nodeops.demo.progress import RollView, roll_state
     from nodeops.demo.scenario import demo_scenario, group_names
     from nodeops.demo.world import OPERATOR_NAMESPACE, World, WorldOptions, api_requests
@@ -223,7 +223,11 @@ def _capacity(world: Any, desired: Mapping[str, int]) -> tuple[int, int]:
         group = state.groups[name]
         for iid in group.members:
             instance = state.instances[iid]
-            if instance.lifecycle == "InService" and instance.node_created and not instance.node_gone:
+            if (
+                instance.lifecycle == "InService"
+                and instance.node_created
+                and not instance.node_gone
+            ):
                 in_service += 1
     orphaned = sum(
         1 for i in state.instances.values() if i.group is None and i.lifecycle == "Detached"
@@ -260,4 +264,3 @@ def _print_summary(summary: Mapping[str, Any]) -> None:
         "to the cloud)",
     ]
     print("\n".join(lines))
-

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from nodeops.api import all_crds
 from nodeops.controllers.cycling.cloud import Providers
@@ -84,9 +84,10 @@ class World:
     def provider(self, name: str | None = None) -> Provider:
         if name not in (None, "sim"):
             raise ValueError(f"unknown provider {name!r}; the simulated cluster has only 'sim'")
-        return SimProvider(
+        provider = SimProvider(
             SimConfig(url=self.sim.server.url, token=self.sim.server.admin_token)
         )
+        return cast(Provider, provider)
 
     def settings(self) -> CyclingSettings:
         """Settings for a cluster this fast: checks and polls every few simulated seconds."""

@@ -100,13 +100,13 @@ def _ready(node: Mapping[str, Any]) -> bool:
 
 def _evicted(pod: Mapping[str, Any]) -> bool:
     conditions = (pod.get("status") or {}).get("conditions") or ()
-    return any(c.get("type") == "DisruptionTarget" and c.get("status") == "True" for c in conditions)
+    return any(
+        c.get("type") == "DisruptionTarget" and c.get("status") == "True" for c in conditions
+    )
 
 
 class ClusterRecord:
-    def __init__(
-        self, server: SimServer, clock: Clock, cloud: CloudState | None = None
-    ) -> None:
+    def __init__(self, server: SimServer, clock: Clock, cloud: CloudState | None = None) -> None:
         self.server = server
         self.clock = clock
         self.cloud = cloud

@@ -10,7 +10,17 @@ import sys
 
 def test_the_demo_rolls_every_node_and_reports_json() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "nodeops.cli", "demo", "--json", "--nodes", "6", "--time-scale", "40"],
+        [
+            sys.executable,
+            "-m",
+            "nodeops.cli",
+            "demo",
+            "--json",
+            "--nodes",
+            "6",
+            "--time-scale",
+            "40",
+        ],
         capture_output=True,
         text=True,
         timeout=600,

@@ -22,9 +22,7 @@ async def setup(ctx: SetupContext, settings: CyclingSettings) -> None:
     notifier: Notifier | None = None
     if settings.slack_channel or settings.slack_token_secret:
         if not (settings.slack_channel and settings.slack_token_secret):
-            raise SetupError(
-                "--cycling-slack-channel and --cycling-slack-token-secret go together"
-            )
+            raise SetupError("--cycling-slack-channel and --cycling-slack-token-secret go together")
         try:
             secret = parse_secret_ref(settings.slack_token_secret, ctx.namespace)
         except ValueError as e:

@@ -85,6 +85,9 @@ def room(
 def next_change(scopes: Sequence[BudgetScope], now: datetime) -> datetime | None:
     """When the next budget window opens or closes: a blocked request looks again then."""
     times = [
-        t for scope in scopes for budget in scope.budgets if (t := window(budget, now)[1]) is not None
+        t
+        for scope in scopes
+        for budget in scope.budgets
+        if (t := window(budget, now)[1]) is not None
     ]
     return min(times, default=None)

@@ -116,9 +116,7 @@ class CheckRunner:
             await http.aclose()
         self._http.clear()
 
-    async def health(
-        self, check: HealthCheck, target: CheckTarget, namespace: str
-    ) -> CheckOutcome:
+    async def health(self, check: HealthCheck, target: CheckTarget, namespace: str) -> CheckOutcome:
         """GET the endpoint; healthy on a valid status code and a matching body."""
         return await self._request(
             "GET",

@@ -72,8 +72,8 @@ from nodeops.kube import (
     ReconcileContext,
     Request,
     Result,
+    errors,
 )
-from nodeops.kube import errors
 from nodeops.kube import objects as o
 from nodeops.kube.client import Client
 from nodeops.kube.events import EventRecorder
@@ -314,7 +314,12 @@ class CycleNodeRequestReconciler:
             view.obj = await self.client.patch(
                 CYCLENODEREQUESTS,
                 view.name,
-                {"metadata": {"finalizers": names, "resourceVersion": o.meta(view.obj).get("resourceVersion")}},
+                {
+                    "metadata": {
+                        "finalizers": names,
+                        "resourceVersion": o.meta(view.obj).get("resourceVersion"),
+                    }
+                },
                 view.namespace,
             )
         thread = None
@@ -378,11 +383,13 @@ class CycleNodeRequestReconciler:
             if origin in groups and not self._claimed_elsewhere(view, o.name(node)):
                 problems.append(await self._repair_stray(view, node, origin, provider, ctx))
         for member in inventory.instances():
-            node = self._node_by_pid(member.instance.provider_id)
-            if node is None:
+            known = self._node_by_pid(member.instance.provider_id)
+            if known is None:
                 problems.append(f"instance {member.instance.id} has no node yet")
-            elif not node_is_ready(node):
-                problems.append(f"node {o.name(node)} of instance {member.instance.id} is not Ready")
+            elif not node_is_ready(known):
+                problems.append(
+                    f"node {o.name(known)} of instance {member.instance.id} is not Ready"
+                )
         if problems:
             self.cloud.invalidate(provider_name, groups)
             waited = self.time.since(view.time("equilibriumWaitStarted"))
@@ -403,13 +410,20 @@ class CycleNodeRequestReconciler:
         targets = valid
         if spec.node_names:
             by_name = {o.name(n): (n, g) for n, g in valid}
-            skip = bool(spec.validation_options and spec.validation_options.skip_missing_named_nodes)
+            skip = bool(
+                spec.validation_options and spec.validation_options.skip_missing_named_nodes
+            )
             targets = []
             for i, wanted in enumerate(spec.node_names):
                 if wanted in by_name:
                     targets.append(by_name[wanted])
                 elif skip:
-                    self._event(view, "Warning", "SkipMissingNamedNode", f"node {wanted} skipped: not among the selected nodes of the node groups")
+                    self._event(
+                        view,
+                        "Warning",
+                        "SkipMissingNamedNode",
+                        f"node {wanted} skipped: not among the selected nodes of the node groups",
+                    )
                 else:
                     raise _Heal(
                         f"spec.nodeNames[{i}]: node {wanted!r} is not among the selected nodes "
@@ -426,10 +440,7 @@ class CycleNodeRequestReconciler:
         if concurrency <= 0:
             concurrency = max(1, len(nodes))
         pods = sum(
-            1
-            for n, _ in targets
-            for p in self.pods.by_index(BY_NODE, o.name(n))
-            if movable(p)
+            1 for n, _ in targets for p in self.pods.by_index(BY_NODE, o.name(n)) if movable(p)
         )
         await self._remove_leftover_children(view)
         changes: Obj = {
@@ -474,7 +485,10 @@ class CycleNodeRequestReconciler:
             ctx.ensure_may_act(f"re-attach {iid}")
             await provider.attach_instance(origin, iid)
         except ProviderError as e:
-            if e.code not in ("NotFound", "InvalidInstanceID.NotFound", "IncorrectInstanceState") or e.retryable:
+            if (
+                e.code not in ("NotFound", "InvalidInstanceID.NotFound", "IncorrectInstanceState")
+                or e.retryable
+            ):
                 return f"re-attaching {iid} of node {name} to {origin}: {e}"
             # The instance is gone (or terminating): the Node is an orphan we held back.
             others = [f for f in o.meta(node).get("finalizers") or () if f != NODE_FINALIZER]
@@ -486,10 +500,14 @@ class CycleNodeRequestReconciler:
                 await self.client.delete(NODES, name)
             except errors.NotFound:
                 pass
-            self._event(view, "Normal", "OrphanRemoved", f"removed node {name}: its instance {iid} is gone")
+            self._event(
+                view, "Normal", "OrphanRemoved", f"removed node {name}: its instance {iid} is gone"
+            )
             return f"removed orphaned node {name}"
         await edit_node(self.client, node, clear_cycle_marks())
-        self._event(view, "Normal", "Reattached", f"re-attached instance {iid} of node {name} to {origin}")
+        self._event(
+            view, "Normal", "Reattached", f"re-attached instance {iid} of node {name} to {origin}"
+        )
         return f"re-attached instance {iid} of node {name} to {origin}"
 
     async def _initial_health_checks(
@@ -515,8 +533,13 @@ class CycleNodeRequestReconciler:
         if failing:
             waited = self.time.since(view.time("equilibriumWaitStarted"))
             if waited > self.settings.equilibrium_wait_limit:
-                raise _Heal(f"initial health checks failed: {'; '.join(failing[:5])}", "HealthCheckFailed")
-            raise _Wait(f"initial health checks failing: {'; '.join(failing[:5])}", reason="HealthCheckFailing")
+                raise _Heal(
+                    f"initial health checks failed: {'; '.join(failing[:5])}", "HealthCheckFailed"
+                )
+            raise _Wait(
+                f"initial health checks failing: {'; '.join(failing[:5])}",
+                reason="HealthCheckFailing",
+            )
         return out
 
     def _active_requests(self, view: View) -> list[Obj]:
@@ -529,13 +552,19 @@ class CycleNodeRequestReconciler:
     def _blocking_request(self, view: View, names: Iterable[str]) -> str | None:
         wanted = set(names)
         for other in self._active_requests(view):
-            theirs = {n.get("name") for n in (other.get("status") or {}).get("nodesToTerminate") or ()}
+            theirs = {
+                n.get("name") for n in (other.get("status") or {}).get("nodesToTerminate") or ()
+            }
             overlap = wanted & theirs
             if overlap:
                 return (
                     f"waiting for CycleNodeRequest {o.name(other)}, which cycles "
                     f"{sorted(overlap)[0]}"
-                    + (f" and {len(overlap) - 1} more of the selected nodes" if len(overlap) > 1 else "")
+                    + (
+                        f" and {len(overlap) - 1} more of the selected nodes"
+                        if len(overlap) > 1
+                        else ""
+                    )
                 )
         return None
 
@@ -545,7 +574,9 @@ class CycleNodeRequestReconciler:
             if any(n.get("name") == node for n in status.get("currentNodes") or ()):
                 return True
             for child in self.children.by_index(BY_OWNER, o.uid(other)):
-                if (child.get("spec") or {}).get("nodeName") == node and _phase(child) not in TERMINAL_PHASES:
+                if (child.get("spec") or {}).get("nodeName") == node and _phase(
+                    child
+                ) not in TERMINAL_PHASES:
                     return True
         return False
 
@@ -578,12 +609,19 @@ class CycleNodeRequestReconciler:
         still = []
         for entry in available:
             if self._node(entry["name"]) is None:
-                self._event(view, "Normal", "NodeGone", f"node {entry['name']} is gone before its turn; skipped")
+                self._event(
+                    view,
+                    "Normal",
+                    "NodeGone",
+                    f"node {entry['name']} is gone before its turn; skipped",
+                )
             else:
                 still.append(entry)
         if not still and not current:
             if children.active:
-                await self._commit_progress(view, children, {"nodesAvailable": None}, phase="WaitingTermination")
+                await self._commit_progress(
+                    view, children, {"nodesAvailable": None}, phase="WaitingTermination"
+                )
                 return None
             return await self._succeed(view, children)
         provider_name, provider, inventory = await self._inventory(request, spec, fresh=True)
@@ -601,9 +639,15 @@ class CycleNodeRequestReconciler:
                 if budget.nodes is not None and budget.nodes <= 0:
                     change = next_change(self._budget_scopes(view, spec), self.time.now())
                     after = (change - self.time.now()).total_seconds() + 1 if change else None
-                    raise _Wait(f"disruption budget: {budget.reason}", after=after, reason="BudgetExhausted")
+                    raise _Wait(
+                        f"disruption budget: {budget.reason}", after=after, reason="BudgetExhausted"
+                    )
                 if busy:
-                    raise _Wait(f"{busy} nodes in progress; the next batch starts when they finish", after=self.settings.check_interval * 6, reason="BatchInProgress")
+                    raise _Wait(
+                        f"{busy} nodes in progress; the next batch starts when they finish",
+                        after=self.settings.check_interval * 6,
+                        reason="BatchInProgress",
+                    )
                 raise _Wait(
                     "no selected node can start now (not Ready, or its instance is not in service)",
                     reason="NoEligibleNode",
@@ -634,7 +678,9 @@ class CycleNodeRequestReconciler:
         self.cloud.invalidate(provider_name, spec.node_groups)
         return None
 
-    def _pick(self, view: View, available: Sequence[Obj], inventory: Inventory, n: int) -> list[Obj]:
+    def _pick(
+        self, view: View, available: Sequence[Obj], inventory: Inventory, n: int
+    ) -> list[Obj]:
         """Up to `n` nodes that can start: Ready first, their instance in service, not in use."""
         if n <= 0:
             return []
@@ -652,7 +698,9 @@ class CycleNodeRequestReconciler:
                 continue
             if self._claimed_elsewhere(view, entry["name"]):
                 continue
-            (ready if node_is_ready(node) else not_ready).append({**entry, "nodeGroupName": member.group})
+            (ready if node_is_ready(node) else not_ready).append(
+                {**entry, "nodeGroupName": member.group}
+            )
         # NotReady nodes are replaced too, once no Ready one is left to start with.
         return (ready or not_ready)[:n]
 
@@ -678,10 +726,21 @@ class CycleNodeRequestReconciler:
             except ProviderError as e:
                 if e.retryable:
                     raise _Wait(f"detaching {iid}: {e}", reason="CloudError") from None
-                raise _Heal(f"detaching {iid} of node {entry['name']} from {member.group}: {e}", "DetachFailed") from None
-            log.info("detached", request=o.ref(view.obj), node=entry["name"], instance=iid, group=member.group)
+                raise _Heal(
+                    f"detaching {iid} of node {entry['name']} from {member.group}: {e}",
+                    "DetachFailed",
+                ) from None
+            log.info(
+                "detached",
+                request=o.ref(view.obj),
+                node=entry["name"],
+                instance=iid,
+                group=member.group,
+            )
 
-    async def _taint_pending(self, view: View, spec: CycleNodeRequestSpec, entries: Sequence[Obj]) -> None:
+    async def _taint_pending(
+        self, view: View, spec: CycleNodeRequestSpec, entries: Sequence[Obj]
+    ) -> None:
         effect = spec.cycle_settings.pending_node_taint
         if effect == "Off":
             return
@@ -716,7 +775,9 @@ class CycleNodeRequestReconciler:
         if extra:
             provider_name = self.providers.name(spec.provider)
             try:
-                more = await self.cloud.describe(provider_name, extra, max_age=self.settings.cloud_poll_interval * 6)
+                more = await self.cloud.describe(
+                    provider_name, extra, max_age=self.settings.cloud_poll_interval * 6
+                )
             except ProviderError:
                 more = {}
             sizes.update({name: g.desired for name, g in more.items()})
@@ -725,7 +786,9 @@ class CycleNodeRequestReconciler:
     def _in_replacement(self, view: View) -> dict[str, set[str]]:
         """Nodes being replaced by any request (this one included), by cloud node group."""
         busy: dict[str, set[str]] = {}
-        requests = [r for r in self.requests.objects(view.namespace) if _phase(r) not in TERMINAL_PHASES]
+        requests = [
+            r for r in self.requests.objects(view.namespace) if _phase(r) not in TERMINAL_PHASES
+        ]
         for r in requests:
             status = r.get("status") or {}
             for entry in status.get("currentNodes") or ():
@@ -734,7 +797,9 @@ class CycleNodeRequestReconciler:
                 if _phase(child) in TERMINAL_PHASES:
                     continue
                 spec = child.get("spec") or {}
-                group = spec.get("nodeGroupName") or ((child.get("status") or {}).get("currentNode") or {}).get("nodeGroupName")
+                group = spec.get("nodeGroupName") or (
+                    (child.get("status") or {}).get("currentNode") or {}
+                ).get("nodeGroupName")
                 busy.setdefault(str(group), set()).add(str(spec.get("nodeName")))
         return busy
 
@@ -746,15 +811,20 @@ class CycleNodeRequestReconciler:
         children = self._children_of(view)
         if children.failed:
             raise _Heal(self._failed_children_message(children), "NodeFailed")
-        provider_name, provider, inventory = await self._inventory(request, spec)
+        _, provider, inventory = await self._inventory(request, spec)
         current = view.nodes("currentNodes")
         await self._detach(view, provider, current, inventory, ctx)
         # A batch node that vanished (node and instance gone) needs nothing more from us.
         kept = []
         for entry in current:
-            gone = self._node(entry["name"]) is None and inventory.member_by_instance(instance_id(entry.get("providerId") or "")) is None
+            gone = (
+                self._node(entry["name"]) is None
+                and inventory.member_by_instance(instance_id(entry.get("providerId") or "")) is None
+            )
             if gone:
-                self._event(view, "Normal", "NodeGone", f"node {entry['name']} went away during scale-up")
+                self._event(
+                    view, "Normal", "NodeGone", f"node {entry['name']} went away during scale-up"
+                )
             else:
                 kept.append(entry)
         if len(kept) != len(current):
@@ -769,10 +839,16 @@ class CycleNodeRequestReconciler:
                 "ScaleUpTimeout",
             )
         if elapsed < self.settings.scale_up_wait:
-            raise _Wait("waiting the minimum scale-up time", after=self.settings.scale_up_wait - elapsed, reason="ScalingUp")
+            raise _Wait(
+                "waiting the minimum scale-up time",
+                after=self.settings.scale_up_wait - elapsed,
+                reason="ScalingUp",
+            )
         waiting = self._scale_up_state(spec, inventory, current)
         if waiting:
-            raise _Wait(f"scaling up: {waiting}", after=self._scale_up_recheck(elapsed), reason="ScalingUp")
+            raise _Wait(
+                f"scaling up: {waiting}", after=self._scale_up_recheck(elapsed), reason="ScalingUp"
+            )
         await self._annotate_new_nodes(view, spec, inventory)
         health = await self._new_node_health(view, spec, inventory)
         if health:
@@ -780,7 +856,11 @@ class CycleNodeRequestReconciler:
         if spec.cycle_settings.wait_for_capacity:
             fit = self._fit(view, spec, children, current)
             if not fit.fits:
-                raise _Wait(f"waiting for capacity: {fit.message}", after=self._scale_up_recheck(elapsed), reason="InsufficientCapacity")
+                raise _Wait(
+                    f"waiting for capacity: {fit.message}",
+                    after=self._scale_up_recheck(elapsed),
+                    reason="InsufficientCapacity",
+                )
         await self._commit_progress(view, children, {}, phase="CordoningNode", message="")
         return None
 
@@ -788,22 +868,33 @@ class CycleNodeRequestReconciler:
         remaining = self.settings.scale_up_limit - elapsed
         return max(1.0, min(self.settings.check_interval * 3, remaining + 1))
 
-    def _scale_up_state(self, spec: CycleNodeRequestSpec, inventory: Inventory, current: Sequence[Obj]) -> str:
+    def _scale_up_state(
+        self, spec: CycleNodeRequestSpec, inventory: Inventory, current: Sequence[Obj]
+    ) -> str:
         """What the replacements still wait for ("" when they are in service and Ready)."""
         problems: list[str] = []
         batch_groups = {e["nodeGroupName"] for e in current}
         for entry in current:
             member = inventory.member_by_instance(instance_id(entry.get("providerId") or ""))
             if member is not None:
-                problems.append(f"instance of {entry['name']} still in {member.group} ({member.instance.raw_state or member.instance.lifecycle_state})")
+                problems.append(
+                    f"instance of {entry['name']} still in {member.group} ({member.instance.raw_state or member.instance.lifecycle_state})"
+                )
         for name in spec.node_groups:
             group = inventory.groups.get(name)
             if group is None or name not in batch_groups:
                 continue
-            members = [i for i in group.instances if i.lifecycle_state not in (Lifecycle.TERMINATED, Lifecycle.TERMINATING, Lifecycle.DETACHING)]
+            members = [
+                i
+                for i in group.instances
+                if i.lifecycle_state
+                not in (Lifecycle.TERMINATED, Lifecycle.TERMINATING, Lifecycle.DETACHING)
+            ]
             in_service = [i for i in members if i.lifecycle_state is Lifecycle.IN_SERVICE]
             if len(in_service) < group.desired:
-                problems.append(f"{name}: {len(in_service)} of {group.desired} instances in service")
+                problems.append(
+                    f"{name}: {len(in_service)} of {group.desired} instances in service"
+                )
                 continue
             for inst in in_service:
                 node = self._node_by_pid(inst.provider_id)
@@ -813,7 +904,9 @@ class CycleNodeRequestReconciler:
                     problems.append(f"{name}: node {o.name(node)} is not Ready")
         return "; ".join(problems[:10])
 
-    def _new_nodes(self, view: View, inventory: Inventory, groups: Iterable[str]) -> list[tuple[Obj, str]]:
+    def _new_nodes(
+        self, view: View, inventory: Inventory, groups: Iterable[str]
+    ) -> list[tuple[Obj, str]]:
         """Ready nodes of the groups that are not being replaced: the replacements (and other
         nodes not selected)."""
         old = {e["name"] for e in view.nodes("nodesToTerminate")}
@@ -824,7 +917,9 @@ class CycleNodeRequestReconciler:
                 out.append((node, member.group))
         return out
 
-    async def _annotate_new_nodes(self, view: View, spec: CycleNodeRequestSpec, inventory: Inventory) -> None:
+    async def _annotate_new_nodes(
+        self, view: View, spec: CycleNodeRequestSpec, inventory: Inventory
+    ) -> None:
         if self._annotation_management_disabled(spec):
             return
         annotated = set(view.status.get("annotatedNodes") or ())
@@ -857,7 +952,9 @@ class CycleNodeRequestReconciler:
         if view.status.get("annotatedNodes"):
             await self.status.commit(view, {"annotatedNodes": None})
 
-    async def _new_node_health(self, view: View, spec: CycleNodeRequestSpec, inventory: Inventory) -> str:
+    async def _new_node_health(
+        self, view: View, spec: CycleNodeRequestSpec, inventory: Inventory
+    ) -> str:
         """Run the health checks of new nodes; "" when all pass. Past a check's wait period
         from the node's first Ready time, the request heals."""
         if not spec.health_checks:
@@ -888,7 +985,10 @@ class CycleNodeRequestReconciler:
                     continue
                 if self.time.since(ready_at) > check.wait_seconds:
                     await self._save_health(view, status, key, entry, checks)
-                    raise _Heal(f"health check {i} of new node {o.name(node)} failed for longer than {check.wait_period}: {outcome.detail}", "HealthCheckFailed")
+                    raise _Heal(
+                        f"health check {i} of new node {o.name(node)} failed for longer than {check.wait_period}: {outcome.detail}",
+                        "HealthCheckFailed",
+                    )
                 failing.append(f"{o.name(node)}: {outcome.detail}")
             if entry.get("checks") != checks:
                 changed = True
@@ -898,7 +998,9 @@ class CycleNodeRequestReconciler:
             await self.status.commit(view, {"healthChecks": status})
         return ("health checks failing: " + "; ".join(failing[:5])) if failing else ""
 
-    async def _save_health(self, view: View, status: Obj, key: str, entry: Obj, checks: list[bool]) -> None:
+    async def _save_health(
+        self, view: View, status: Obj, key: str, entry: Obj, checks: list[bool]
+    ) -> None:
         entry["checks"] = checks
         status[key] = entry
         await self.status.commit(view, {"healthChecks": status})
@@ -936,20 +1038,28 @@ class CycleNodeRequestReconciler:
             node = self._node(name)
             if node is None:
                 continue
-            node = await edit_node(self.client, node, cordon())
-            if node is None:
+            cordoned = await edit_node(self.client, node, cordon())
+            if cordoned is None:
                 continue
             if spec.pre_termination_checks and not spec.skip_pre_termination_checks:
-                waiting = await self._pre_termination(view, spec, node, entry, checks_status)
+                waiting = await self._pre_termination(view, spec, cordoned, entry, checks_status)
                 if waiting:
                     pending.append(waiting)
                     continue
             await self._create_child(view, spec, entry)
-            await edit_node(self.client, node, mark_terminating(view.name))
+            await edit_node(self.client, cordoned, mark_terminating(view.name))
         if pending:
-            raise _Wait("pre-termination checks: " + "; ".join(pending[:5]), after=self.settings.check_interval, reason="PreTerminationChecks")
+            raise _Wait(
+                "pre-termination checks: " + "; ".join(pending[:5]),
+                after=self.settings.check_interval,
+                reason="PreTerminationChecks",
+            )
         await self._commit_progress(
-            view, self._children_of(view), {"currentNodes": None}, phase="WaitingTermination", message=""
+            view,
+            self._children_of(view),
+            {"currentNodes": None},
+            phase="WaitingTermination",
+            message="",
         )
         if self.notifier is not None:
             await self.notifier.phase(view)
@@ -970,7 +1080,10 @@ class CycleNodeRequestReconciler:
             if state[i].get("trigger") is None:
                 outcome = await self.checks.trigger(check, target, view.namespace)
                 if not outcome.ok:
-                    raise _Heal(f"pre-termination trigger {i} of node {name} failed: {outcome.detail}", "PreTerminationFailed")
+                    raise _Heal(
+                        f"pre-termination trigger {i} of node {name} failed: {outcome.detail}",
+                        "PreTerminationFailed",
+                    )
                 state[i]["trigger"] = timestamp(self.time.now())
                 checks_status[name] = {"checks": state}
                 await self.status.commit(view, {"preTerminationChecks": checks_status})
@@ -981,7 +1094,10 @@ class CycleNodeRequestReconciler:
                 await self.status.commit(view, {"preTerminationChecks": checks_status})
                 continue
             if self.time.since(o.parse_time(state[i]["trigger"])) > check.health_check.wait_seconds:
-                raise _Heal(f"pre-termination check {i} of node {name} did not pass within {check.health_check.wait_period}: {outcome.detail}", "PreTerminationFailed")
+                raise _Heal(
+                    f"pre-termination check {i} of node {name} did not pass within {check.health_check.wait_period}: {outcome.detail}",
+                    "PreTerminationFailed",
+                )
             waiting = f"{name}: {outcome.detail}"
             break
         return waiting
@@ -1008,9 +1124,14 @@ class CycleNodeRequestReconciler:
         try:
             await self.client.create(CYCLENODESTATUSES, body, view.namespace)
         except errors.Conflict as e:  # AlreadyExists: created before a crash or a conflict
-            existing = await self.client.get_or_none(CYCLENODESTATUSES, body["metadata"]["name"], view.namespace)
+            existing = await self.client.get_or_none(
+                CYCLENODESTATUSES, body["metadata"]["name"], view.namespace
+            )
             if existing is None or not o.is_controlled_by(existing, view.obj):
-                raise _Heal(f"CycleNodeStatus {body['metadata']['name']} exists and is not ours: {e}", "ChildConflict") from None
+                raise _Heal(
+                    f"CycleNodeStatus {body['metadata']['name']} exists and is not ours: {e}",
+                    "ChildConflict",
+                ) from None
 
     # ------------------------------------------------------------------ WaitingTermination
 
@@ -1044,7 +1165,9 @@ class CycleNodeRequestReconciler:
         ]
         return f"{len(children.failed)} nodes failed: " + "; ".join(parts)
 
-    async def _commit_progress(self, view: View, children: _Children, changes: Mapping[str, Any], **kw: Any) -> None:
+    async def _commit_progress(
+        self, view: View, children: _Children, changes: Mapping[str, Any], **kw: Any
+    ) -> None:
         merged = dict(changes)
         merged.update(self._progress(view, children, {**view.status, **changes}))
         await self.status.commit(view, merged, **kw)
@@ -1059,7 +1182,12 @@ class CycleNodeRequestReconciler:
             changes,
             phase="Successful",
             message="",
-            condition=("Ready", "True", "Successful", f"{changes['numNodesCycled']} nodes replaced"),
+            condition=(
+                "Ready",
+                "True",
+                "Successful",
+                f"{changes['numNodesCycled']} nodes replaced",
+            ),
         )
         if self.notifier is not None:
             await self.notifier.phase(view)
@@ -1110,7 +1238,14 @@ class CycleNodeRequestReconciler:
         changes = self._progress(view, children, view.status)
         changes["finishedTimestamp"] = timestamp(self.time.now())
         changes["currentNodes"] = None
-        await self.status.commit(view, changes, phase="Failed", reason="Failed", warning=True, message=view.status.get("message") or "failed")
+        await self.status.commit(
+            view,
+            changes,
+            phase="Failed",
+            reason="Failed",
+            warning=True,
+            message=view.status.get("message") or "failed",
+        )
         if self.notifier is not None:
             await self.notifier.phase(view)
         return None
@@ -1138,7 +1273,9 @@ class CycleNodeRequestReconciler:
                 continue  # being replaced, or replaced: not ours to undo
             node = self._node(name)
             iid = instance_id(entry.get("providerId") or "")
-            origin = entry.get("nodeGroupName") or (o.annotations_of(node).get(NODE_GROUP_ANNOTATION) if node else None)
+            origin = entry.get("nodeGroupName") or (
+                o.annotations_of(node).get(NODE_GROUP_ANNOTATION) if node else None
+            )
             if iid and origin and inventory.member_by_instance(iid) is None:
                 try:
                     ctx.ensure_may_act(f"re-attach {iid}")
@@ -1172,10 +1309,14 @@ class CycleNodeRequestReconciler:
                     except errors.NotFound:
                         pass
                     return None
-                return Result(requeue_after=self.time.wall(self.settings.delete_cnr_expiry - age + 1))
+                return Result(
+                    requeue_after=self.time.wall(self.settings.delete_cnr_expiry - age + 1)
+                )
         elif not _cleaned(view):
             await self._remove_annotations(view)
-            await self.status.commit(view, condition=("CleanedUp", "True", "CleanedUp", "annotations removed"))
+            await self.status.commit(
+                view, condition=("CleanedUp", "True", "CleanedUp", "annotations removed")
+            )
         return None
 
     async def _clean_up(self, view: View) -> None:
@@ -1193,12 +1334,20 @@ class CycleNodeRequestReconciler:
                 continue
             theirs = set((other.get("status") or {}).get("nodeGroups") or ())
             when = o.parse_time(o.meta(other).get("creationTimestamp"))
-            if theirs and theirs == mine and created is not None and when is not None and when < created:
+            if (
+                theirs
+                and theirs == mine
+                and created is not None
+                and when is not None
+                and when < created
+            ):
                 try:
                     await self.client.delete(CYCLENODEREQUESTS, o.name(other), view.namespace)
                 except errors.NotFound:
                     pass
-        await self.status.commit(view, condition=("CleanedUp", "True", "CleanedUp", "nodes and annotations cleaned up"))
+        await self.status.commit(
+            view, condition=("CleanedUp", "True", "CleanedUp", "nodes and annotations cleaned up")
+        )
 
     async def _deleted(self, request: Request, view: View, ctx: ReconcileContext) -> Result | None:
         """A deleted request first puts back its nodes no CycleNodeStatus is past draining."""
@@ -1227,7 +1376,12 @@ class CycleNodeRequestReconciler:
             await self.client.patch(
                 CYCLENODEREQUESTS,
                 view.name,
-                {"metadata": {"finalizers": names or None, "resourceVersion": o.meta(view.obj).get("resourceVersion")}},
+                {
+                    "metadata": {
+                        "finalizers": names or None,
+                        "resourceVersion": o.meta(view.obj).get("resourceVersion"),
+                    }
+                },
                 view.namespace,
             )
         except errors.NotFound:
@@ -1258,4 +1412,3 @@ def _cleaned(view: View) -> bool:
         if cond.get("type") == "CleanedUp" and cond.get("status") == "True":
             return True
     return False
-

@@ -35,8 +35,7 @@ from nodeops.controllers.cycling.timebase import TimeBase
 from nodeops.drain.engine import Drainer
 from nodeops.drain.errors import DrainError
 from nodeops.drain.options import DrainOptions
-from nodeops.kube import Informer, ReconcileContext, Request, Result
-from nodeops.kube import errors
+from nodeops.kube import Informer, ReconcileContext, Request, Result, errors
 from nodeops.kube import objects as o
 from nodeops.kube.client import Client
 from nodeops.kube.events import EventRecorder
@@ -169,14 +168,14 @@ class CycleNodeStatusReconciler:
         if node is None:
             if spec.provider_id:
                 # Someone deleted the Node; its instance may still run outside any group.
-                current = {
+                recorded = {
                     "name": spec.node_name,
                     "providerId": spec.provider_id,
                     "nodeGroupName": spec.node_group_name or "",
                 }
                 await self.status.commit(
                     view,
-                    {"currentNode": current},
+                    {"currentNode": recorded},
                     phase="TerminatingNode",
                     message=f"node {spec.node_name} no longer exists; terminating its instance",
                 )
@@ -189,11 +188,17 @@ class CycleNodeStatusReconciler:
             )
             return None
         group = spec.node_group_name or o.annotations_of(node).get(NODE_GROUP_ANNOTATION) or ""
-        current: Obj = {"name": o.name(node), "providerId": provider_id(node), "nodeGroupName": group}
+        current: Obj = {
+            "name": o.name(node),
+            "providerId": provider_id(node),
+            "nodeGroupName": group,
+        }
         ip = node_ip(node)
         if ip:
             current["privateIp"] = ip
-        following = "WaitingPods" if spec.cycle_settings.method == "Wait" else "RemovingLabelsFromPods"
+        following = (
+            "WaitingPods" if spec.cycle_settings.method == "Wait" else "RemovingLabelsFromPods"
+        )
         await self.status.commit(view, {"currentNode": current}, phase=following, message="")
         return None
 

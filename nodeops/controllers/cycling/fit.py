@@ -166,9 +166,7 @@ def check_fit(
         and not (n.get("spec") or {}).get("unschedulable")
         and o.deletion_timestamp(n) is None
     ]
-    todo = sorted(
-        (p for p in batch_pods if movable(p)), key=lambda p: _requests(p), reverse=True
-    )
+    todo = sorted((p for p in batch_pods if movable(p)), key=lambda p: _requests(p), reverse=True)
     result = FitResult(True, len(todo))
     for pod in todo:
         cpu, mem = _requests(pod)

@@ -87,5 +87,6 @@ class Inventory:
         return [m for m in self.by_id.values() if m.group in wanted]
 
     def describe_member(self, member: Member) -> str:
-        return f"{member.instance.id} ({member.instance.raw_state or member.instance.lifecycle_state})"
-
+        return (
+            f"{member.instance.id} ({member.instance.raw_state or member.instance.lifecycle_state})"
+        )

@@ -49,9 +49,7 @@ class NodeKeptChanging(errors.KubeError):
     """Every attempt to write a node met a newer version of it; the caller retries later."""
 
 
-async def edit_node(
-    client: Client, node: Mapping[str, Any] | str, edit: NodeEdit
-) -> Obj | None:
+async def edit_node(client: Client, node: Mapping[str, Any] | str, edit: NodeEdit) -> Obj | None:
     """Apply `edit` to a node (given as read, or by name); the node as written, or None when it
     no longer exists."""
     current: Mapping[str, Any] | None
@@ -66,9 +64,7 @@ async def edit_node(
         patch = edit(current)
         if patch is None:
             return dict(current)
-        patch.setdefault("metadata", {})["resourceVersion"] = o.meta(current).get(
-            "resourceVersion"
-        )
+        patch.setdefault("metadata", {})["resourceVersion"] = o.meta(current).get("resourceVersion")
         try:
             return await client.patch(NODES, name, patch, patch_type="merge")
         except errors.Conflict:
@@ -183,7 +179,9 @@ def add_scale_down_disabled(request: str) -> NodeEdit:
         annotations = o.annotations_of(node)
         if SCALE_DOWN_DISABLED in annotations:
             return None
-        return {"metadata": {"annotations": {SCALE_DOWN_DISABLED: "true", ANNOTATION_MANAGED: request}}}
+        return {
+            "metadata": {"annotations": {SCALE_DOWN_DISABLED: "true", ANNOTATION_MANAGED: request}}
+        }
 
     return edit
 

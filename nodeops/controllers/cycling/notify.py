@@ -121,7 +121,11 @@ class SlackNotifier(Notifier):
         fields = [
             {"title": "Name", "value": f"{view.namespace}/{view.name}", "short": True},
             {"title": "Progress", "value": f"{cycled}/{total}{percent}", "short": True},
-            {"title": "Method", "value": (spec.get("cycleSettings") or {}).get("method", "Drain"), "short": True},
+            {
+                "title": "Method",
+                "value": (spec.get("cycleSettings") or {}).get("method", "Drain"),
+                "short": True,
+            },
             {"title": "Concurrency", "value": str(status.get("concurrency") or ""), "short": True},
             {"title": "Node groups", "value": ", ".join(g for g in groups if g), "short": False},
         ]
@@ -131,7 +135,11 @@ class SlackNotifier(Notifier):
         attachment: dict[str, Any] = {"fields": fields, "color": _COLORS.get(view.phase, "#439FE0")}
         if view.phase == "Failed" and status.get("message"):
             attachment["text"] = f"```{status['message']}```"
-        return {"channel": self.channel, "text": f"Cycling nodes: {view.phase or 'started'}", "attachments": [attachment]}
+        return {
+            "channel": self.channel,
+            "text": f"Cycling nodes: {view.phase or 'started'}",
+            "attachments": [attachment],
+        }
 
     async def started(self, view: View) -> str | None:
         if view.status.get("threadTimestamp"):
@@ -146,7 +154,11 @@ class SlackNotifier(Notifier):
         shown = ", ".join(nodes[:50]) + (f" and {len(nodes) - 50} more" if len(nodes) > 50 else "")
         await self._call(
             "chat.postMessage",
-            {"channel": self.channel, "thread_ts": thread, "text": f"Selected {len(nodes)} nodes: {shown}"},
+            {
+                "channel": self.channel,
+                "thread_ts": thread,
+                "text": f"Selected {len(nodes)} nodes: {shown}",
+            },
         )
 
     async def phase(self, view: View) -> None:
@@ -155,6 +167,10 @@ class SlackNotifier(Notifier):
             return
         await self._call(
             "chat.postMessage",
-            {"channel": self.channel, "thread_ts": thread, "text": f"Entered the *{view.phase}* phase"},
+            {
+                "channel": self.channel,
+                "thread_ts": thread,
+                "text": f"Entered the *{view.phase}* phase",
+            },
         )
         await self._call("chat.update", {**self._summary(view), "ts": thread})

@@ -171,6 +171,7 @@ class StatusWriter:
                     note,
                 )
         elif reason and self.events is not None and message:
-            self.events.event(view.obj, "Warning" if warning else "Normal", reason, "Cycle", message)
+            self.events.event(
+                view.obj, "Warning" if warning else "Normal", reason, "Cycle", message
+            )
         return True
-

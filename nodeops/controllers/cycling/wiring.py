@@ -85,9 +85,9 @@ def pod_changed(old: Obj, new: Obj) -> bool:
 
 
 def phase_or_deletion_changed(old: Obj, new: Obj) -> bool:
-    return _phase(old) != _phase(new) or o.meta(old).get("deletionTimestamp") != o.meta(
-        new
-    ).get("deletionTimestamp")
+    return _phase(old) != _phase(new) or o.meta(old).get("deletionTimestamp") != o.meta(new).get(
+        "deletionTimestamp"
+    )
 
 
 def _tolerant(mapper: Callable[[Obj], Iterable[Request]]) -> Callable[[Obj], list[Request]]:
@@ -146,7 +146,9 @@ def install(
         interval=time.wall(settings.cloud_poll_interval),
         max_backoff=time.wall(settings.cloud_max_backoff),
     )
-    checks = CheckRunner(manager.client, timeout=settings.health_check_timeout, transport=check_transport)
+    checks = CheckRunner(
+        manager.client, timeout=settings.health_check_timeout, transport=check_transport
+    )
     events = getattr(manager, "events", None)
     request_reconciler = CycleNodeRequestReconciler(
         client=manager.client,
@@ -228,7 +230,9 @@ def install(
         .watches(pods, _tolerant(children_on_node), update_predicate=pod_changed)
         .watches(nodes, _tolerant(children_on_node), update_predicate=node_changed)
         .watches(pdbs, _tolerant(draining_children))
-        .watches(requests, _tolerant(children_of_request), update_predicate=phase_or_deletion_changed)
+        .watches(
+            requests, _tolerant(children_of_request), update_predicate=phase_or_deletion_changed
+        )
     )
     cloud.on_change = request_controller.queue.add
     manager.add(request_controller, child_controller)

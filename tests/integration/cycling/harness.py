@@ -64,7 +64,9 @@ async def wait_phase(
         return await until(check, timeout=timeout, what=f"{name} in {wanted}")
     except AssertionError:
         obj = await w.request(name)
-        raise AssertionError(f"{name} never reached {wanted}; status: {(obj or {}).get('status')}") from None
+        raise AssertionError(
+            f"{name} never reached {wanted}; status: {(obj or {}).get('status')}"
+        ) from None
 
 
 async def children(w: World, name: str) -> list[dict[str, Any]]:

@@ -106,7 +106,9 @@ async def test_trigger_is_a_post(runner: CheckRunner) -> None:
     assert route.call_count == 1
 
 
-async def test_tls_from_missing_environment(runner: CheckRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_tls_from_missing_environment(
+    runner: CheckRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("NO_SUCH_CA", raising=False)
     outcome = await runner.health(
         check(endpoint="https://{{ .NodeIP }}/", tls={"rootCA": "NO_SUCH_CA"}), TARGET, "ns"

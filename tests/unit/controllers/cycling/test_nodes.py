@@ -32,7 +32,10 @@ def node(**meta: Any) -> dict[str, Any]:
 def test_mark_for_detach_is_idempotent() -> None:
     patch = mark_for_detach("g")(node(finalizers=["other"]))
     assert patch == {
-        "metadata": {"finalizers": ["other", NODE_FINALIZER], "annotations": {NODE_GROUP_ANNOTATION: "g"}}
+        "metadata": {
+            "finalizers": ["other", NODE_FINALIZER],
+            "annotations": {NODE_GROUP_ANNOTATION: "g"},
+        }
     }
     marked = node(finalizers=["other", NODE_FINALIZER], annotations={NODE_GROUP_ANNOTATION: "g"})
     assert mark_for_detach("g")(marked) is None
@@ -41,7 +44,11 @@ def test_mark_for_detach_is_idempotent() -> None:
 def test_taint_only_touches_ours() -> None:
     theirs = {"key": "x", "effect": "NoSchedule"}
     patch = set_cycle_taint("r", "PreferNoSchedule")(node(spec={"taints": [theirs]}))
-    assert patch == {"spec": {"taints": [theirs, {"key": CYCLE_TAINT, "value": "r", "effect": "PreferNoSchedule"}]}}
+    assert patch == {
+        "spec": {
+            "taints": [theirs, {"key": CYCLE_TAINT, "value": "r", "effect": "PreferNoSchedule"}]
+        }
+    }
     tainted = node(spec={"taints": patch["spec"]["taints"]})
     assert set_cycle_taint("r", "PreferNoSchedule")(tainted) is None
     assert set_cycle_taint("r", None)(tainted) == {"spec": {"taints": [theirs]}}
@@ -52,7 +59,10 @@ def test_clear_marks_leaves_other_requests_and_finalizers() -> None:
         finalizers=["other", NODE_FINALIZER],
         annotations={NODE_GROUP_ANNOTATION: "g", "keep": "1"},
         labels={TERMINATE_LABEL: "r"},
-        spec={"unschedulable": True, "taints": [{"key": CYCLE_TAINT, "value": "r2", "effect": "NoSchedule"}]},
+        spec={
+            "unschedulable": True,
+            "taints": [{"key": CYCLE_TAINT, "value": "r2", "effect": "NoSchedule"}],
+        },
     )
     patch = clear_cycle_marks("r")(n)
     assert patch == {

@@ -20,7 +20,10 @@ def pod(name: str, annotations: dict[str, str] | None = None, **kw: Any) -> dict
             "annotations": annotations or {},
         },
         "spec": {},
-        "status": {"phase": kw.pop("phase", "Running"), "startTime": started.strftime("%Y-%m-%dT%H:%M:%SZ")},
+        "status": {
+            "phase": kw.pop("phase", "Running"),
+            "startTime": started.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        },
     }
 
 
@@ -56,9 +59,9 @@ def test_ignored_namespaces_and_labels() -> None:
         pod("b", {"nodeops.dev/do-not-disrupt": "true"}, labels={"tier": "batch"}),
         pod("c", {"nodeops.dev/do-not-disrupt": "true"}, labels={"tier": "web"}),
     ]
-    assert names(pods, ignore_namespaces=["kube-system"], ignore_labels={"tier": ["batch", "x"]}) == [
-        "default/c"
-    ]
+    assert names(
+        pods, ignore_namespaces=["kube-system"], ignore_labels={"tier": ["batch", "x"]}
+    ) == ["default/c"]
 
 
 def test_movable() -> None:
