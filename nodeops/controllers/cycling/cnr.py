@@ -431,9 +431,6 @@ class CycleNodeRequestReconciler:
                         "NamedNodeMissing",
                     )
             targets = list({o.name(n): (n, g) for n, g in targets}.values())
-        blocker = self._blocking_request(view, [o.name(n) for n, _ in targets])
-        if blocker is not None:
-            raise _Wait(blocker, after=self.settings.check_interval * 3, reason="NodesInUse")
         health = await self._initial_health_checks(view, spec, valid)
         nodes = [cnr_node(n, g) for n, g in targets]
         concurrency = spec.cycle_settings.concurrency
@@ -456,15 +453,21 @@ class CycleNodeRequestReconciler:
         if health is not None:
             changes["healthChecks"] = health
         changes.update(self._progress(view, self._children_of(view), {**view.status, **changes}))
+        # Claiming nodes reads the other requests' claims and writes this one's: one request at
+        # a time, so two requests never both claim a node.
+        async with self._batch_lock:
+            blocker = self._blocking_request(view, [o.name(n) for n, _ in targets])
+            if blocker is not None:
+                raise _Wait(blocker, after=self.settings.check_interval * 3, reason="NodesInUse")
+            await self.status.commit(
+                view,
+                changes,
+                phase="Initialised",
+                message="",
+                condition=("Blocked", "False", "Selected", f"{len(nodes)} nodes selected"),
+            )
         if self.notifier is not None:
             await self.notifier.nodes_selected(view, [n["name"] for n in nodes])
-        await self.status.commit(
-            view,
-            changes,
-            phase="Initialised",
-            message="",
-            condition=("Blocked", "False", "Selected", f"{len(nodes)} nodes selected"),
-        )
         return None
 
     async def _repair_stray(

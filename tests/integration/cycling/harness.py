@@ -83,3 +83,38 @@ async def nodes(w: World) -> list[dict[str, Any]]:
 
 def cloud_groups(w: World) -> Mapping[str, Any]:
     return w.sim.cloud.state.groups
+
+
+def scenario(nodes: int = 4, groups: int = 1, **changes: Any) -> Scenario:
+    """The demo's cluster, small and fast, with `changes` applied to its scenario document
+    (a callable value is given the current value and returns the new one)."""
+    from nodeops.demo.scenario import demo_scenario
+
+    base = demo_scenario(nodes, groups=groups, boot_seconds=30, grace_seconds=2)
+    doc = base.model_dump(by_alias=True, mode="json", exclude_none=True)
+    for key, value in changes.items():
+        doc[key] = value(doc.get(key)) if callable(value) else value
+    return Scenario.model_validate(doc)
+
+
+def blocking_budget(workloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The api Deployment's budget allows no disruption at all."""
+    out = []
+    for w in workloads:
+        if w["name"] == "api":
+            w = {**w, "pdb": {"minAvailable": w["replicas"]}}
+        out.append(w)
+    return out
+
+
+async def instance_states(w: World) -> dict[str, tuple[str | None, str]]:
+    """instance id -> (its node group or None, lifecycle state)."""
+    return {i.id: (i.group, i.lifecycle) for i in w.sim.cloud.state.instances.values()}
+
+
+def assert_clean(all_nodes: list[dict[str, Any]]) -> None:
+    """No node is left cordoned, held by our finalizer, or tainted or labelled by cycling."""
+    from nodeops.controllers.cycling.nodes import has_marks
+
+    for node in all_nodes:
+        assert not has_marks(node), node["metadata"]["name"]
