@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from nodeops.api import all_crds
 from nodeops.controllers.cycling.cloud import Providers
 from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS
-from nodeops.controllers.cycling.settings import CyclingSettings
+from nodeops.controllers.cycling.notify import Notifier
+from nodeops.controllers.cycling.observer import Observer, install_observer
+from nodeops.controllers.cycling.settings import CyclingSettings, ObserverSettings
 from nodeops.controllers.cycling.timebase import TimeBase
 from nodeops.controllers.cycling.wiring import CyclingControllers, install
 from nodeops.kube import Manager, errors
@@ -45,6 +47,10 @@ class WorldOptions:
     """Load balancer -> Service `namespace/name` to send requests through."""
     controllers: bool = True
     """Start the manager; False for a world another process operates (the crash tests)."""
+    observer: dict[str, Any] | None = None
+    """Also run the observer, with these settings (durations in simulated seconds)."""
+    notifier: Callable[[Client], Notifier] | None = None
+    """Builds the request notifier from the manager's client."""
 
 
 def api_requests(snapshot: Mapping[str, Any], agent: str = "nodeops") -> int:
@@ -75,6 +81,8 @@ class World:
         self.manager: Manager | None = None
         self.controllers: CyclingControllers | None = None
         self.providers: Providers | None = None
+        self.observer: Observer | None = None
+        self.notifier: Notifier | None = None
         self._task: asyncio.Task[int] | None = None
 
     @property
@@ -127,13 +135,24 @@ class World:
         assert self.client is not None
         self.manager = Manager(self.client, metrics_addr="0", health_addr="0")
         self.providers = Providers(self.provider, "sim")
+        notifier = self.options.notifier(self.client) if self.options.notifier else None
+        self.notifier = notifier
         self.controllers = install(
             self.manager,
             namespace=OPERATOR_NAMESPACE,
             providers=self.providers,
             settings=self.settings(),
             time=self.time,
+            notifier=notifier,
         )
+        if self.options.observer is not None:
+            self.observer = install_observer(
+                self.manager,
+                namespace=OPERATOR_NAMESPACE,
+                providers=self.providers,
+                settings=ObserverSettings(**self.options.observer),
+                time=self.time,
+            )
         self._task = asyncio.create_task(self.manager.run(), name="demo-manager")
 
     async def wait_workloads(self, timeout: float) -> None:
@@ -174,6 +193,8 @@ class World:
             await self.providers.close()
         if self.controllers is not None:
             await self.controllers.checks.close()
+        if self.notifier is not None:
+            await self.notifier.close()
         if self.client is not None:
             await self.client.close()
         await self.sim.stop()
