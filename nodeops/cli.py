@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from nodeops import __version__
+from nodeops.controllers.cycling import command as cycle_command
 from nodeops.demo import command as demo_command
 from nodeops.drain import command as drain_command
 from nodeops.kube.logging import configure as configure_logging
@@ -91,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     crds.add_argument("--output-dir", help="write one <group>_<plural>.yaml per CRD instead")
     _sim_parser(sub)
     demo_command.add_arguments(sub)
+    cycle_command.add_arguments(sub)
     return parser
 
 
@@ -116,6 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_from_args(args)
     if args.command == "demo":
         return demo_command.run(args)
+    if args.command == "cycle":
+        return cycle_command.run(args)
     if args.command == "sim" and args.sim_command == "serve":
         from nodeops.sim.serve import serve_from_args
 

@@ -97,8 +97,8 @@ def run(args: argparse.Namespace) -> int:
 
 async def _demo(args: argparse.Namespace) -> dict[str, Any]:
     from nodeops.controllers.cycling.pods import movable
+    from nodeops.controllers.cycling.progress import RollView, roll_state
     from nodeops.controllers.cycling.resources import CYCLENODESTATUSES
-    from nodeops.demo.progress import RollView, roll_state
     from nodeops.demo.scenario import demo_scenario, group_names
     from nodeops.demo.world import OPERATOR_NAMESPACE, World, WorldOptions, api_requests
     from nodeops.kube.client import Client

@@ -15,9 +15,9 @@ from typing import Any, cast
 
 from nodeops.api import all_crds
 from nodeops.controllers.cycling.cloud import Providers
-from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS
 from nodeops.controllers.cycling.notify import Notifier
 from nodeops.controllers.cycling.observer import Observer, install_observer
+from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS
 from nodeops.controllers.cycling.settings import CyclingSettings, ObserverSettings
 from nodeops.controllers.cycling.timebase import TimeBase
 from nodeops.controllers.cycling.wiring import CyclingControllers, install

@@ -80,7 +80,11 @@ def make_pki() -> Pki:
     server_cert, server_key = leaf("localhost", ExtendedKeyUsageOID.SERVER_AUTH, True)
     client_cert, client_key = leaf("nodeops", ExtendedKeyUsageOID.CLIENT_AUTH, False)
     return Pki(
-        ca.public_bytes(serialization.Encoding.PEM), server_cert, server_key, client_cert, client_key
+        ca.public_bytes(serialization.Encoding.PEM),
+        server_cert,
+        server_key,
+        client_cert,
+        client_key,
     )
 
 

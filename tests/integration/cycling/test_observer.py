@@ -49,7 +49,9 @@ async def test_out_of_date_launch_versions_by_priority() -> None:
 
         (made,) = await until(first, timeout=60, what="the observer's first request")
         assert made["metadata"]["name"].startswith("observer-a-")
-        assert "launch version 1 is out of date" in made["metadata"]["annotations"][REASON_ANNOTATION]
+        assert (
+            "launch version 1 is out of date" in made["metadata"]["annotations"][REASON_ANNOTATION]
+        )
         assert made["spec"]["nodeGroupName"] == "workers-a"
         await wait_phase(w, o.name(made), "Successful")
 
@@ -103,7 +105,11 @@ async def test_outdated_ondelete_daemonset_pods() -> None:
         await w.client.patch(
             DAEMONSETS,
             "agent",
-            {"spec": {"template": {"spec": {"containers": [{"name": "agent", "image": "agent:2"}]}}}},
+            {
+                "spec": {
+                    "template": {"spec": {"containers": [{"name": "agent", "image": "agent:2"}]}}
+                }
+            },
             "kube-system",
             patch_type="strategic",
         )
@@ -112,8 +118,9 @@ async def test_outdated_ondelete_daemonset_pods() -> None:
             return await requests_of(w)
 
         (request,) = await until(made, timeout=60, what="a request for the outdated agent")
-        assert "DaemonSet kube-system/agent pod is out of date" in (
-            request["metadata"]["annotations"][REASON_ANNOTATION]
+        assert (
+            "DaemonSet kube-system/agent pod is out of date"
+            in (request["metadata"]["annotations"][REASON_ANNOTATION])
         )
         assert request["spec"]["nodeNames"] == [n["metadata"]["name"] for n in await nodes(w)]
         await wait_phase(w, o.name(request), "Successful")
