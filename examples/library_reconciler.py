@@ -11,10 +11,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from nodeops.kube.client import Client
-from nodeops.kube.controller import Controller, Request, Result
-from nodeops.kube.informer import index_pods_by_node
-from nodeops.kube.manager import Manager
+from nodeops.kube import (
+    Client,
+    Controller,
+    Manager,
+    ReconcileContext,
+    Request,
+    Result,
+    index_pods_by_node,
+)
 from nodeops.kube.resources import NODES, PODS
 
 
@@ -22,16 +27,20 @@ class PodCountLabeler:
     def __init__(self, manager: Manager) -> None:
         self.client = manager.client
         self.nodes = manager.informers.informer(NODES)
-        self.pods = manager.informers.informer(PODS, indexers={"node": index_pods_by_node})
+        # Only metadata and the node name of each pod are kept: a tenth of a pod's size.
+        self.pods = manager.informers.informer(
+            PODS, indexers={"node": index_pods_by_node}, metadata_only=("spec.nodeName",)
+        )
 
-    async def reconcile(self, request: Request) -> Result | None:
+    async def reconcile(self, request: Request, ctx: ReconcileContext) -> Result | None:
         node = self.nodes.get(request.name)
         if node is None:
             return None  # deleted: nothing to do
         count = str(len(self.pods.index_keys("node", request.name)))
         if node["metadata"].get("labels", {}).get("example.nodeops.dev/pods") != count:
             patch = {"metadata": {"labels": {"example.nodeops.dev/pods": count}}}
-            await self.client.patch(NODES, request.name, patch)
+            rv = node["metadata"]["resourceVersion"]
+            await self.client.patch(NODES, request.name, patch, resource_version=rv)
         return None
 
 
@@ -45,7 +54,7 @@ async def main(kubeconfig: str, seconds: float) -> None:
     manager = Manager(client, metrics_addr="0", health_addr="0")
     labeler = PodCountLabeler(manager)
     manager.add(
-        Controller("pod-count", labeler).watch(labeler.nodes).watch(labeler.pods, node_of_pod)
+        Controller("pod-count", labeler).for_(labeler.nodes).watches(labeler.pods, node_of_pod)
     )
     asyncio.get_running_loop().call_later(seconds, manager.stop)
     await manager.run()

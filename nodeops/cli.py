@@ -80,6 +80,13 @@ def _run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     run.add_argument("--log-level", help="debug, info, warning or error")
     run.add_argument("--log-format", help="auto, json or console")
     run.add_argument("--drain-timeout", type=float, help="seconds to finish work on stop")
+    run.add_argument("--provider", help="the default cloud provider's name (aws, openstack, sim)")
+    run.add_argument(
+        "--provider-config", help="YAML file with a providers: block of provider settings"
+    )
+    from nodeops.run import add_plugin_arguments
+
+    add_plugin_arguments(run)
 
 
 def build_parser() -> argparse.ArgumentParser:

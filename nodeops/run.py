@@ -1,26 +1,37 @@
 """`nodeops run`: settings from flags and environment, then the manager until a signal.
 
 Every flag has an environment variable (`NODEOPS_<FLAG>`, e.g. `NODEOPS_LEADER_ELECT=true`);
-flags win over the environment. Bad settings and an unreachable API server end the process with
-one clear line and a non-zero exit code, before anything is started.
+flags win over the environment. Each controller plugin's settings model adds flags
+`--<plugin>-<field>` and variables `NODEOPS_<PLUGIN>_<FIELD>`. Bad settings, a bad provider
+configuration file and an unreachable API server end the process with one clear line and exit
+code 2, before anything is started.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import os
 import signal
 import socket
 import sys
+import types
+import typing
 import uuid
-from typing import Annotated, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import Field, ValidationError, field_validator
+import yaml
+from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 
+if TYPE_CHECKING:
+    from nodeops.controllers import ControllerPlugin
+
 EXIT_CONFIG = 2
+_PLUGIN_ERROR = "_plugin_error"
 
 
 class RunSettings(BaseSettings):
@@ -43,6 +54,8 @@ class RunSettings(BaseSettings):
     log_level: str = "info"
     log_format: str = "auto"
     drain_timeout: float = 10.0
+    provider: str | None = None
+    provider_config: str | None = None
 
     @field_validator("controllers", mode="before")
     @classmethod
@@ -71,6 +84,138 @@ def settings_from_args(args: Any) -> RunSettings:
     return RunSettings(**given)
 
 
+class ConfigProblem(Exception):
+    """A setting or file `nodeops run` cannot start with; the message is the line to print."""
+
+
+# ---------------------------------------------------------------------- plugin settings
+
+
+def _plugin_prefix(plugin: str) -> str:
+    return plugin.replace("-", "_")
+
+
+def plugin_flag(plugin: str, field: str) -> str:
+    return f"--{plugin}-{field.replace('_', '-')}"
+
+
+def plugin_env(plugin: str, field: str) -> str:
+    return f"NODEOPS_{_plugin_prefix(plugin).upper()}_{field.upper()}"
+
+
+def _plugin_dest(plugin: str, field: str) -> str:
+    return f"plugin:{plugin}:{field}"
+
+
+def _is_bool(annotation: Any) -> bool:
+    return annotation is bool or _non_none(annotation) == (bool,)
+
+
+def _is_collection(annotation: Any) -> bool:
+    return any(
+        typing.get_origin(a) in (list, tuple, set, frozenset) for a in _non_none(annotation)
+    ) or typing.get_origin(annotation) in (list, tuple, set, frozenset)
+
+
+def _non_none(annotation: Any) -> tuple[Any, ...]:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return tuple(a for a in typing.get_args(annotation) if a is not type(None))
+    return (annotation,)
+
+
+def add_plugin_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add `--<plugin>-<field>` for every field of every controller plugin's settings.
+
+    A plugin that cannot be loaded does not break the other commands: the problem is kept and
+    reported when `nodeops run` starts.
+    """
+    from nodeops.controllers import PluginError, plugins
+
+    try:
+        loaded = plugins()
+    except PluginError as exc:
+        parser.set_defaults(**{_PLUGIN_ERROR: str(exc)})
+        return
+    for plugin in loaded.values():
+        group = parser.add_argument_group(f"controller {plugin.name}", plugin.description or None)
+        for field, info in plugin.settings.model_fields.items():
+            flag = plugin_flag(plugin.name, field)
+            env = plugin_env(plugin.name, field)
+            kwargs: dict[str, Any] = {
+                "dest": _plugin_dest(plugin.name, field),
+                "default": None,
+                "help": f"{info.description or field.replace('_', ' ')} (env {env})",
+            }
+            if _is_bool(info.annotation):
+                kwargs["action"] = argparse.BooleanOptionalAction
+            else:
+                kwargs["metavar"] = field.upper()
+            try:
+                group.add_argument(flag, **kwargs)
+            except argparse.ArgumentError:
+                parser.set_defaults(
+                    **{
+                        _PLUGIN_ERROR: f"controller {plugin.name}: setting {field} makes flag "
+                        f"{flag}, which another setting already has"
+                    }
+                )
+
+
+def plugin_settings(
+    plugin: ControllerPlugin[Any], args: Any, environ: Mapping[str, str] | None = None
+) -> BaseModel:
+    """The plugin's settings from its flags, else its environment variables, validated.
+
+    Raises `ConfigProblem` naming the flag (or variable) whose value is wrong.
+    """
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    for field, info in plugin.settings.model_fields.items():
+        source = plugin_flag(plugin.name, field)
+        value = getattr(args, _plugin_dest(plugin.name, field), None)
+        if value is None and plugin_env(plugin.name, field) in environ:
+            source = plugin_env(plugin.name, field)
+            value = environ[source]
+        if value is None:
+            continue
+        if isinstance(value, str) and _is_collection(info.annotation):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        values[field] = value
+        origin[field] = source
+    try:
+        return plugin.settings.model_validate(values)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        field = str(err["loc"][0]) if err["loc"] else ""
+        where = origin.get(field) or plugin_flag(plugin.name, field)
+        shown = f" (got {err['input']!r})" if field in origin and err["type"] != "missing" else ""
+        raise ConfigProblem(f"{where}: {err['msg']}{shown}") from None
+
+
+def load_provider_config(path: str) -> dict[str, Any]:
+    """Read `--provider-config FILE`: a YAML mapping; problems as `FILE:LINE: reason`."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise ConfigProblem(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigProblem(f"{path}{line}: {problem}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigProblem(
+            f"{path}:1: expected a mapping (providers: ...), not {type(data).__name__}"
+        )
+    return data
+
+
 def _describe(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors():
@@ -79,21 +224,39 @@ def _describe(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-async def _run(settings: RunSettings) -> int:
-    from nodeops.controllers import REGISTRY, available
+async def _run(settings: RunSettings, args: Any) -> int:
+    from nodeops.controllers import PluginError, SetupContext, SetupError, plugins
     from nodeops.kube import errors
     from nodeops.kube.client import Client
     from nodeops.kube.leaderelection import LeaderElectionConfig
     from nodeops.kube.manager import Manager
+    from nodeops.providers.base import ProviderConfigError
 
-    unknown = [c for c in settings.controllers if c not in REGISTRY]
+    try:
+        if getattr(args, _PLUGIN_ERROR, None):
+            raise PluginError(getattr(args, _PLUGIN_ERROR))
+        known = plugins()
+    except PluginError as exc:
+        print(f"nodeops run: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    unknown = [c for c in settings.controllers if c not in known]
     if unknown:
-        known = ", ".join(available()) or "none"
+        listed = ", ".join(sorted(known)) or "none"
         print(
             f"nodeops run: --controllers: unknown controller(s) {', '.join(unknown)} "
-            f"(available: {known})",
+            f"(available: {listed})",
             file=sys.stderr,
         )
+        return EXIT_CONFIG
+    try:
+        chosen = [
+            (known[name], plugin_settings(known[name], args)) for name in settings.controllers
+        ]
+        provider_config = (
+            load_provider_config(settings.provider_config) if settings.provider_config else None
+        )
+    except ConfigProblem as exc:
+        print(f"nodeops run: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     try:
         client = await Client.from_kubeconfig(settings.kubeconfig, settings.context)
@@ -126,8 +289,20 @@ async def _run(settings: RunSettings) -> int:
         health_addr=settings.health_addr,
         drain_timeout=settings.drain_timeout,
     )
-    for name in settings.controllers:
-        manager.add(REGISTRY[name](manager))
+    context = SetupContext(
+        manager=manager,
+        namespace=settings.namespace,
+        provider=settings.provider,
+        provider_config=provider_config,
+        provider_config_file=settings.provider_config,
+    )
+    try:
+        for plugin, plugin_values in chosen:
+            await plugin.setup(context, plugin_values)
+    except (SetupError, ProviderConfigError) as exc:
+        print(f"nodeops run: {exc}", file=sys.stderr)
+        await client.close()
+        return EXIT_CONFIG
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
@@ -151,4 +326,4 @@ def run_from_args(args: Any) -> int:
 
     configure(settings.log_level, settings.log_format)
     os.environ.setdefault("NODEOPS_NAMESPACE", settings.namespace)
-    return asyncio.run(_run(settings))
+    return asyncio.run(_run(settings, args))

@@ -12,19 +12,26 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import random
 import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
+import structlog
 
 from nodeops import __version__
 from nodeops.kube import errors
-from nodeops.kube.metrics import REST_LATENCY, REST_RATE_LIMITER_WAIT, REST_REQUESTS
+from nodeops.kube.metrics import (
+    REST_LATENCY,
+    REST_RATE_LIMITER_WAIT,
+    REST_REQUESTS,
+    REST_RETRIES,
+)
 from nodeops.kube.ratelimit import TokenBucket
 from nodeops.kube.resources import PODS, Resource
 
@@ -36,6 +43,11 @@ PATCH_CONTENT_TYPES = {
 }
 USER_AGENT = f"nodeops/{__version__}"
 
+log = structlog.get_logger(__name__)
+
+#: What `create_or_patch` did, in controller-runtime's words.
+OperationResult = Literal["created", "updated", "unchanged"]
+
 
 @dataclass(frozen=True, slots=True)
 class WatchEvent:
@@ -44,6 +56,17 @@ class WatchEvent:
 
 
 TokenSource = Callable[[], Awaitable[str | None]]
+
+
+class WriteObserver(Protocol):
+    """Told of every write the client made, after the server accepted it.
+
+    The manager's informer factory is one: it holds the write back until its caches show it
+    (read-your-writes). `result` is what the server answered: the object, or a `Status` for a
+    delete that removed it at once.
+    """
+
+    async def written(self, resource: Resource, namespace: str | None, result: Any) -> None: ...
 
 
 class Client:
@@ -60,6 +83,8 @@ class Client:
         burst: int = 100,
         timeout: float = 30.0,
         user_agent: str = USER_AGENT,
+        max_retries: int = 5,
+        max_retry_after: float = 60.0,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.host = urlsplit(self.base_url).netloc
@@ -72,6 +97,11 @@ class Client:
         self._session: aiohttp.ClientSession | None = None
         self._eviction_version: str | None = None
         self._discovery_lock = asyncio.Lock()
+        # Retries of idempotent requests: how many, and the longest Retry-After still waited
+        # for here (a longer one is the caller's to handle, with its own backoff).
+        self.max_retries = max_retries
+        self.max_retry_after = max_retry_after
+        self.write_observers: list[WriteObserver] = []
 
     # ------------------------------------------------------------------ construction
 
@@ -162,8 +192,67 @@ class Client:
         content_type: str = "application/json",
         timeout: float | None = None,
         raw: bool = False,
+        retry: bool | None = None,
     ) -> Any:
-        """One API call with the client's deadline; returns decoded JSON (or bytes if raw)."""
+        """One API call with the client's deadline; returns decoded JSON (or bytes if raw).
+
+        Idempotent requests (GET, PUT, DELETE, and PATCH unless it is a JSON patch without a
+        `test` op) are retried on 429, 5xx and broken connections, waiting what `Retry-After`
+        asks or a jittered backoff, at most `max_retries` times. POSTs are never retried here:
+        a create may have happened before the connection broke, and an eviction's 429 is a
+        PodDisruptionBudget's answer the caller must see. `retry` overrides the choice.
+        """
+        retrying = _idempotent(method, body, content_type) if retry is None else retry
+        attempt = 0
+        while True:
+            try:
+                return await self._request_once(
+                    method,
+                    path,
+                    params=params,
+                    body=body,
+                    content_type=content_type,
+                    timeout=timeout,
+                    raw=raw,
+                )
+            except (errors.TooManyRequests, errors.ServerError, errors.ConnectionFailed) as exc:
+                delay = self._retry_delay(exc, attempt) if retrying else None
+                if delay is None:
+                    raise
+                attempt += 1
+                code = str(exc.code) if isinstance(exc, errors.ApiError) else "<error>"
+                REST_RETRIES.labels(code, method, self.host).inc()
+                log.debug(
+                    "retrying request",
+                    method=method,
+                    path=path,
+                    error=str(exc),
+                    attempt=attempt,
+                    retry_in=round(delay, 3),
+                )
+                await asyncio.sleep(delay)
+
+    def _retry_delay(self, exc: errors.KubeError, attempt: int) -> float | None:
+        """Seconds to wait before the next attempt, or None to give up and raise."""
+        if attempt >= self.max_retries:
+            return None
+        asked = exc.retry_after if isinstance(exc, errors.ApiError) else None
+        if asked is not None:
+            return asked if asked <= self.max_retry_after else None
+        # client-go's default backoff shape: doubling from 200 ms, capped, with jitter.
+        return min(5.0, 0.2 * 2**attempt) * (0.5 + random.random())
+
+    async def _request_once(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None,
+        body: Any,
+        content_type: str,
+        timeout: float | None,
+        raw: bool,
+    ) -> Any:
         waited = await self._bucket.acquire()
         if waited:
             REST_RATE_LIMITER_WAIT.labels(method, self.host).observe(waited)
@@ -187,19 +276,38 @@ class Client:
                 payload = await resp.read()
                 code = str(resp.status)
                 if resp.status >= 400:
-                    raise errors.error_for(resp.status, _status_of(payload), method, url)
+                    raise errors.error_for(
+                        resp.status,
+                        _status_of(payload),
+                        method,
+                        url,
+                        retry_after_header=_retry_after(resp.headers.get("Retry-After")),
+                    )
                 if raw:
                     return payload
-                return orjson.loads(payload) if payload else None
+                try:
+                    return orjson.loads(payload) if payload else None
+                except orjson.JSONDecodeError as exc:
+                    raise errors.KubeError(
+                        f"{method} {path}: the server's answer is not JSON: {exc}"
+                    ) from exc
         except TimeoutError:
             raise errors.RequestTimeout(
                 f"{method} {path}: no answer within {timeout or self.timeout}s"
             ) from None
-        except aiohttp.ClientConnectionError as exc:
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
             raise errors.ConnectionFailed(f"{method} {path}: {exc}") from exc
+        except aiohttp.ClientError as exc:
+            # Malformed responses (bad headers, bad chunking): never let aiohttp's own
+            # exceptions escape, callers handle KubeError.
+            raise errors.KubeError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
         finally:
             REST_REQUESTS.labels(code, method, self.host).inc()
             REST_LATENCY.labels(method, self.host).observe(time.perf_counter() - started)
+
+    async def _written(self, res: Resource, namespace: str | None, result: Any) -> None:
+        for observer in self.write_observers:
+            await observer.written(res, namespace, result)
 
     # ------------------------------------------------------------------ verbs
 
@@ -343,6 +451,10 @@ class Client:
             raise errors.ConnectionFailed(f"watch {res.key}: stream broken: {exc}") from exc
         except aiohttp.ClientConnectionError as exc:
             raise errors.ConnectionFailed(f"watch {res.key}: {exc}") from exc
+        except aiohttp.ClientError as exc:
+            raise errors.KubeError(f"watch {res.key}: {type(exc).__name__}: {exc}") from exc
+        except orjson.JSONDecodeError as exc:
+            raise errors.KubeError(f"watch {res.key}: an event is not JSON: {exc}") from exc
 
     async def create(
         self,
@@ -354,8 +466,11 @@ class Client:
         field_manager: str | None = None,
     ) -> dict[str, Any]:
         ns = namespace or (body.get("metadata") or {}).get("namespace")
+        _check_scope(res, ns)
         params = _params(dryRun="All" if dry_run else None, fieldManager=field_manager)
         result: dict[str, Any] = await self.request("POST", res.path(ns), params=params, body=body)
+        if not dry_run:
+            await self._written(res, ns, result)
         return result
 
     async def replace(
@@ -371,6 +486,7 @@ class Client:
         path = res.path(meta.get("namespace"), meta["name"], subresource)
         params = _params(fieldManager=field_manager)
         result: dict[str, Any] = await self.request("PUT", path, params=params, body=body)
+        await self._written(res, meta.get("namespace"), result)
         return result
 
     async def patch(
@@ -384,7 +500,17 @@ class Client:
         subresource: str | None = None,
         field_manager: str | None = None,
         dry_run: bool = False,
+        resource_version: str | None = None,
     ) -> dict[str, Any]:
+        """Patch an object; with `resource_version`, only if it is still that version.
+
+        The guard is the object's own optimistic concurrency: the resourceVersion travels in
+        the patched object (merge and strategic patches carry it in `metadata`, a JSON patch
+        replaces it), so the server answers 409 Conflict when someone wrote in between.
+        """
+        _check_scope(res, namespace)
+        if resource_version is not None:
+            body = _guarded(body, resource_version)
         params = _params(fieldManager=field_manager, dryRun="All" if dry_run else None)
         result: dict[str, Any] = await self.request(
             "PATCH",
@@ -393,6 +519,8 @@ class Client:
             body=body,
             content_type=PATCH_CONTENT_TYPES[patch_type],
         )
+        if not dry_run:
+            await self._written(res, namespace, result)
         return result
 
     async def patch_status(
@@ -405,10 +533,63 @@ class Client:
         resource_version: str | None = None,
     ) -> dict[str, Any]:
         """A merge patch of `status`, guarded by resourceVersion when one is given."""
-        body: dict[str, Any] = {"status": status}
-        if resource_version:
-            body["metadata"] = {"resourceVersion": resource_version}
-        return await self.patch(res, name, body, namespace, subresource="status")
+        return await self.patch(
+            res,
+            name,
+            {"status": status},
+            namespace,
+            subresource="status",
+            resource_version=resource_version,
+        )
+
+    async def create_or_patch(
+        self,
+        res: Resource,
+        body: Mapping[str, Any],
+        namespace: str | None = None,
+        *,
+        field_manager: str | None = None,
+    ) -> tuple[dict[str, Any], OperationResult]:
+        """Make the object hold what `body` says: create it, or merge-patch what differs.
+
+        Reads first, so an object that already says everything is left alone ("unchanged", no
+        write and no new resourceVersion). The patch is guarded by the resourceVersion read and
+        redone on a conflict, so nobody's concurrent write is undone by a stale decision.
+        """
+        meta = body.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        if not name:
+            raise ValueError("create_or_patch needs metadata.name in the body")
+        ns = namespace or meta.get("namespace")
+        _check_scope(res, ns)
+        for _ in range(5):
+            try:
+                current = await self.get(res, name, ns)
+            except errors.NotFound:
+                try:
+                    return await self.create(res, body, ns, field_manager=field_manager), "created"
+                except errors.AlreadyExists:
+                    continue  # created meanwhile: patch it
+            if not _patch_changes(current, body):
+                return current, "unchanged"
+            try:
+                patched = await self.patch(
+                    res,
+                    name,
+                    dict(body),
+                    ns,
+                    field_manager=field_manager,
+                    resource_version=(current.get("metadata") or {}).get("resourceVersion"),
+                )
+            except errors.Conflict:
+                continue
+            except errors.NotFound:
+                continue  # deleted meanwhile: create it
+            return patched, "updated"
+        raise errors.Conflict(
+            409,
+            {"reason": "Conflict", "message": f"{res.key} {name!r} kept changing"},
+        )
 
     async def delete(
         self,
@@ -430,9 +611,12 @@ class Client:
             body["preconditions"] = dict(preconditions)
         if dry_run:
             body["dryRun"] = ["All"]
+        _check_scope(res, namespace)
         result: dict[str, Any] | None = await self.request(
             "DELETE", res.path(namespace, name), body=body
         )
+        if not dry_run:
+            await self._written(res, namespace, result)
         return result
 
     async def eviction_version(self) -> str:
@@ -478,6 +662,62 @@ class Client:
         path = f"/api/{group_version}" if "/" not in group_version else f"/apis/{group_version}"
         result: dict[str, Any] = await self.request("GET", path)
         return result
+
+
+def _idempotent(method: str, body: Any, content_type: str) -> bool:
+    """Whether sending the request twice leaves the same result as sending it once."""
+    if method in ("GET", "HEAD", "PUT", "DELETE"):
+        return True
+    if method == "PATCH":
+        if content_type == PATCH_CONTENT_TYPES["json"] and isinstance(body, list):
+            # `add` to a list's end twice adds twice; a `test` op makes the second one fail.
+            return any(isinstance(op, dict) and op.get("op") == "test" for op in body)
+        return True
+    return False
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None  # an HTTP date: kube-apiserver never sends one
+
+
+def _check_scope(res: Resource, namespace: str | None) -> None:
+    if namespace and not res.namespaced:
+        raise ValueError(f"{res.key} are cluster-scoped; no namespace ({namespace!r}) applies")
+
+
+def _guarded(body: Any, resource_version: str) -> Any:
+    if isinstance(body, list):
+        return [
+            *body,
+            {"op": "replace", "path": "/metadata/resourceVersion", "value": resource_version},
+        ]
+    if isinstance(body, Mapping):
+        meta = dict(body.get("metadata") or {})
+        meta["resourceVersion"] = resource_version
+        return {**body, "metadata": meta}
+    raise TypeError(f"a patch body is a mapping or a list of operations, not {type(body)}")
+
+
+def _patch_changes(current: Any, patch: Any) -> bool:
+    """Whether merge-patching `current` with `patch` would change it (RFC 7386 semantics)."""
+    if not isinstance(patch, Mapping):
+        return bool(current != patch)
+    if not isinstance(current, Mapping):
+        return True
+    for key, value in patch.items():
+        if value is None:
+            if key in current:
+                return True
+        elif key not in current:
+            return True
+        elif _patch_changes(current[key], value):
+            return True
+    return False
 
 
 def _params(**kwargs: str | None) -> dict[str, str]:

@@ -12,8 +12,17 @@ class KubeError(Exception):
 class ApiError(KubeError):
     """The API server answered with a failure `Status`."""
 
-    def __init__(self, code: int, status: dict[str, Any] | None, method: str = "", url: str = ""):
+    def __init__(
+        self,
+        code: int,
+        status: dict[str, Any] | None,
+        method: str = "",
+        url: str = "",
+        *,
+        retry_after_header: float | None = None,
+    ):
         self.code = code
+        self.retry_after_header = retry_after_header
         self.status: dict[str, Any] = status or {}
         self.reason: str = self.status.get("reason", "") or ""
         self.message: str = self.status.get("message", "") or f"HTTP {code}"
@@ -24,6 +33,9 @@ class ApiError(KubeError):
 
     @property
     def retry_after(self) -> float | None:
+        """Seconds the server asked us to wait: the `Retry-After` header, else the Status's."""
+        if self.retry_after_header is not None:
+            return self.retry_after_header
         value = self.details.get("retryAfterSeconds")
         return float(value) if value is not None else None
 
@@ -89,7 +101,27 @@ class RequestTimeout(KubeError):
 
 
 class ConnectionFailed(KubeError):
-    """The API server could not be reached."""
+    """The API server could not be reached, or the connection broke during the answer."""
+
+
+class NotSynced(KubeError):
+    """An informer was read before its first list completed.
+
+    An unsynced cache is not an empty one: answering "not found" from it would let a controller
+    act on objects it simply has not seen yet (a node "gone" that is alive).
+    """
+
+
+class CacheSyncTimeout(KubeError):
+    """A controller's sources did not sync within the allowed time; it cannot start."""
+
+
+class CacheLagging(KubeError):
+    """A write succeeded, but the manager's informers did not show it within the allowed time.
+
+    Raised by the manager's client instead of returning, so the caller never reads its own
+    write's older version from the cache; the reconcile is retried and finds the write done.
+    """
 
 
 _BY_CODE: dict[int, type[ApiError]] = {
@@ -108,14 +140,19 @@ _BY_CODE: dict[int, type[ApiError]] = {
 
 
 def error_for(
-    code: int, status: dict[str, Any] | None, method: str = "", url: str = ""
+    code: int,
+    status: dict[str, Any] | None,
+    method: str = "",
+    url: str = "",
+    *,
+    retry_after_header: float | None = None,
 ) -> ApiError:
     if code == 409 and (status or {}).get("reason") == "AlreadyExists":
         return AlreadyExists(code, status, method, url)
     cls = _BY_CODE.get(code)
     if cls is None:
         cls = ServerError if code >= 500 else ApiError
-    return cls(code, status, method, url)
+    return cls(code, status, method, url, retry_after_header=retry_after_header)
 
 
 def is_retryable(exc: BaseException) -> bool:

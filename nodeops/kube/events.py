@@ -1,7 +1,10 @@
 """Kubernetes Events (events.k8s.io/v1) about the objects nodeops acts on.
 
 Recording never blocks or fails a reconcile: events go through a bounded queue to a background
-sender. Repeats of the same event (same object, reason, action, type and note) are folded into
+sender. An event that cannot be recorded (the queue is full, the recorder has stopped, the API
+refused it) is never dropped silently: it is counted in `nodeops_events_dropped_total{reason}`
+and logged as a warning (at most every few seconds, with the running count). The manager owns the
+recorder's lifecycle: `manager.events` is started before controllers and flushed after them. Repeats of the same event (same object, reason, action, type and note) are folded into
 the first one's `series` instead of creating new objects, as client-go's event recorder does, so
 a drain retrying every few seconds does not flood the namespace.
 """
@@ -19,6 +22,7 @@ import structlog
 
 from nodeops.kube import errors
 from nodeops.kube.client import Client
+from nodeops.kube.metrics import EVENTS_DROPPED
 from nodeops.kube.resources import EVENTS
 
 log = structlog.get_logger(__name__)
@@ -27,6 +31,7 @@ NORMAL = "Normal"
 WARNING = "Warning"
 _SERIES_WINDOW = 6 * 60.0  # a repeat within this many seconds joins the series
 _MAX_NOTE = 1024
+_DROP_LOG_INTERVAL = 5.0
 
 
 def _micro_now() -> str:
@@ -57,21 +62,59 @@ class EventRecorder:
         self._queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue(queue_size)
         self._series: dict[tuple[str, ...], _Series] = {}
         self._task: asyncio.Task[None] | None = None
+        self._stopped = False
         self.dropped = 0
+        self._last_drop_log = -_DROP_LOG_INTERVAL
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
 
     def start(self) -> None:
-        if self._task is None:
+        """Start sending; events recorded before are queued and sent now."""
+        self._stopped = False
+        if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run(), name=f"events:{self.controller}")
 
+    async def flush(self, timeout: float = 2.0) -> bool:
+        """Wait until every queued event was sent (or failed); False on timeout."""
+        if not self.running:
+            return self._queue.empty()
+        try:
+            await asyncio.wait_for(self._queue.join(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
     async def stop(self, flush_timeout: float = 2.0) -> None:
+        """Send what is queued (bounded), then stop; later events are counted as dropped."""
+        self._stopped = True
         if self._task is None:
+            self._drop_queued("stopped")
             return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._queue.join(), flush_timeout)
+        if not await self.flush(flush_timeout):
+            log.warning("events not flushed in time", pending=self._queue.qsize())
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
         self._task = None
+        self._drop_queued("stopped")
+
+    def _drop_queued(self, reason: str) -> None:
+        while not self._queue.empty():
+            self._queue.get_nowait()
+            self._queue.task_done()
+            self._dropped(reason)
+
+    def _dropped(self, reason: str, error: str = "") -> None:
+        self.dropped += 1
+        EVENTS_DROPPED.labels(reason).inc()
+        now = time.monotonic()
+        if now - self._last_drop_log >= _DROP_LOG_INTERVAL:
+            self._last_drop_log = now
+            log.warning(
+                "event not recorded", reason=reason, error=error, dropped_total=self.dropped
+            )
 
     def event(
         self,
@@ -125,10 +168,13 @@ class EventRecorder:
                 del self._series[k]
 
     def _put(self, item: tuple[str, Any]) -> None:
+        if self._stopped:
+            self._dropped("stopped")
+            return
         try:
             self._queue.put_nowait(item)
         except asyncio.QueueFull:
-            self.dropped += 1
+            self._dropped("queue_full")
 
     async def _run(self) -> None:
         while True:
@@ -148,7 +194,7 @@ class EventRecorder:
                             series.namespace,
                         )
             except (errors.KubeError, OSError) as exc:
-                log.debug("event not recorded", error=str(exc))
+                self._dropped("api_error", str(exc))
             finally:
                 self._queue.task_done()
 

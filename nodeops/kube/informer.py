@@ -18,7 +18,8 @@ import contextlib
 import ctypes
 import gc
 import random
-from collections.abc import Callable, Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,9 +27,21 @@ import orjson
 import structlog
 
 from nodeops.common.jsonbytes import dumps_exact
+from nodeops.common.selectors import (
+    FieldSelector,
+    LabelSelector,
+    SelectorError,
+    parse_field_selector,
+    parse_label_selector,
+)
 from nodeops.kube import errors
 from nodeops.kube.client import Client
-from nodeops.kube.metrics import INFORMER_LISTS, INFORMER_OBJECTS, INFORMER_WATCH_RESTARTS
+from nodeops.kube.metrics import (
+    INFORMER_LISTS,
+    INFORMER_OBJECTS,
+    INFORMER_WATCH_RESTARTS,
+    READ_YOUR_WRITES_WAIT,
+)
 from nodeops.kube.resources import Resource
 
 log = structlog.get_logger(__name__)
@@ -56,6 +69,54 @@ def default_transform(obj: Obj) -> Obj:
     return obj
 
 
+def metadata_projection(fields: Iterable[str] = ()) -> Transform:
+    """A transform keeping `apiVersion`, `kind`, `metadata` and the named fields only.
+
+    For watchers that need labels, owners and a few fields of objects that are large and many
+    (pods at 150,000: `metadata_only=("spec.nodeName",)` keeps a pod at a tenth of its size).
+    Fields are dotted paths; a field an object lacks is simply left out.
+    """
+    paths = []
+    for f in fields:
+        parts = tuple(f.split("."))
+        if not f or any(not p for p in parts):
+            raise ValueError(f"bad field path {f!r}: use dotted names such as spec.nodeName")
+        if parts[0] in ("metadata", "apiVersion", "kind"):
+            continue  # kept anyway
+        paths.append(parts)
+
+    def project(obj: Obj) -> Obj:
+        out: Obj = {
+            "apiVersion": obj.get("apiVersion"),
+            "kind": obj.get("kind"),
+            "metadata": obj.get("metadata") or {},
+        }
+        for path in paths:
+            src: Any = obj
+            for part in path:
+                if not isinstance(src, dict) or part not in src:
+                    break
+                src = src[part]
+            else:
+                dst = out
+                for part in path[:-1]:
+                    dst = dst.setdefault(part, {})
+                dst[path[-1]] = src
+        return out
+
+    return project
+
+
+def _then(first: Transform | None, second: Transform) -> Transform:
+    if first is None:
+        return second
+
+    def both(obj: Obj) -> Obj:
+        return second(first(obj))
+
+    return both
+
+
 def object_key(obj: Obj) -> str:
     """`namespace/name`, or `name` for cluster-scoped objects (client-go's MetaNamespaceKey)."""
     meta = obj.get("metadata") or {}
@@ -75,10 +136,19 @@ def index_pods_by_node(obj: Obj) -> list[str]:
 
 @dataclass(frozen=True, slots=True)
 class InformerKey:
+    """What makes two informers different: what they list and watch, and what they keep.
+
+    A transform is compared by identity: pass a module-level function, not a fresh lambda, or
+    every call makes a new informer. `projection` is None for whole objects, else the fields a
+    metadata-only informer keeps.
+    """
+
     resource: Resource
     namespace: str | None = None
     label_selector: str | None = None
     field_selector: str | None = None
+    transform: Transform | None = None
+    projection: frozenset[str] | None = None
 
 
 @dataclass(slots=True)
@@ -108,7 +178,12 @@ class Backoff:
 
 
 class Informer:
-    """List+watch of one resource (and optional selectors) into an indexed cache."""
+    """List+watch of one resource (and optional selectors) into an indexed cache.
+
+    Reads (`get`, `objects`, `by_index`, ...) raise `NotSynced` until the first list is in: an
+    unsynced cache is not an empty one. A namespace given for a cluster-scoped resource, or
+    none for a namespaced one, raises ValueError rather than answering "not found".
+    """
 
     def __init__(
         self,
@@ -119,16 +194,25 @@ class Informer:
         label_selector: str | None = None,
         field_selector: str | None = None,
         transform: Transform | None = default_transform,
+        metadata_only: bool | Iterable[str] = False,
         indexers: dict[str, IndexFunc] | None = None,
         page_size: int = 500,
         resync_period: float | None = None,
         watch_timeout: tuple[int, int] = (300, 600),
     ) -> None:
+        if namespace and not resource.namespaced:
+            raise ValueError(
+                f"{resource.key} are cluster-scoped; an informer for them takes no namespace "
+                f"({namespace!r})"
+            )
         self.client = client
         self.resource = resource
-        self.namespace = namespace
+        self.namespace = namespace or None
         self.label_selector = label_selector
         self.field_selector = field_selector
+        if metadata_only is not False:
+            fields: tuple[str, ...] = () if metadata_only is True else tuple(metadata_only)
+            transform = _then(transform, metadata_projection(fields))
         self.transform = transform
         self.page_size = page_size
         self.resync_period = resync_period
@@ -139,7 +223,9 @@ class Informer:
         self._index_values: dict[str, dict[str, tuple[str, ...]]] = {}
         self._handlers: list[_Handlers] = []
         self._synced = asyncio.Event()
-        self.resource_version = ""
+        self._resource_version = ""
+        self._waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
+        self._selectors: tuple[LabelSelector | None, FieldSelector | None] | None = None
         self.backoff = Backoff()
         self.last_error: BaseException | None = None
         self._task: asyncio.Task[None] | None = None
@@ -184,32 +270,118 @@ class Informer:
     def has_synced(self) -> bool:
         return self._synced.is_set()
 
+    @property
+    def started(self) -> bool:
+        return self._task is not None and not self._task.done()
+
     async def wait_synced(self) -> None:
         await self._synced.wait()
+
+    @property
+    def resource_version(self) -> str:
+        """The resourceVersion the cache is at: of the last list, event or bookmark seen."""
+        return self._resource_version
+
+    @resource_version.setter
+    def resource_version(self, value: str) -> None:
+        self._resource_version = value
+        if self._waiters:
+            self._wake_waiters()
+
+    async def wait_until(self, condition: Callable[[], bool], timeout: float | None) -> bool:
+        """Wait until `condition()` holds, checked whenever the cache moves; False on timeout."""
+        if condition():
+            return True
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiter = (condition, future)
+        self._waiters.append(waiter)
+        try:
+            await asyncio.wait_for(future, timeout)
+            return True
+        except TimeoutError:
+            return condition()
+        finally:
+            with contextlib.suppress(ValueError):
+                self._waiters.remove(waiter)
+
+    def _wake_waiters(self) -> None:
+        for condition, future in list(self._waiters):
+            if future.done():
+                continue
+            try:
+                ok = condition()
+            except Exception as exc:  # a waiter's bug is its own, not the informer's
+                future.set_exception(exc)
+                continue
+            if ok:
+                future.set_result(None)
 
     def __len__(self) -> int:
         return len(self._items)
 
+    def _check_synced(self) -> None:
+        if not self._synced.is_set():
+            raise errors.NotSynced(
+                f"the informer of {self.resource.key}{self._describe()} has not synced yet"
+            )
+
+    def _describe(self) -> str:
+        parts = []
+        if self.namespace:
+            parts.append(f"namespace={self.namespace}")
+        if self.label_selector:
+            parts.append(f"labels={self.label_selector}")
+        if self.field_selector:
+            parts.append(f"fields={self.field_selector}")
+        return f" ({', '.join(parts)})" if parts else ""
+
+    def key_for(self, name: str, namespace: str | None = None) -> str:
+        """The cache key of an object, checking the namespace against the resource's scope."""
+        if self.resource.namespaced:
+            ns = namespace if namespace is not None else self.namespace
+            if not ns:
+                raise ValueError(
+                    f"{self.resource.key} are namespaced: give the namespace of {name!r}"
+                )
+            return f"{ns}/{name}"
+        if namespace:
+            raise ValueError(
+                f"{self.resource.key} are cluster-scoped; no namespace ({namespace!r}) applies"
+            )
+        return name
+
     def get(self, name: str, namespace: str | None = None) -> Obj | None:
-        raw = self._items.get(f"{namespace}/{name}" if namespace else name)
+        """The cached object, or None if it does not exist (as far as the synced cache knows)."""
+        key = self.key_for(name, namespace)
+        self._check_synced()
+        raw = self._items.get(key)
         return orjson.loads(raw) if raw is not None else None
 
     def get_by_key(self, key: str) -> Obj | None:
+        self._check_synced()
         raw = self._items.get(key)
         return orjson.loads(raw) if raw is not None else None
 
     def keys(self) -> list[str]:
+        self._check_synced()
         return list(self._items)
 
     def objects(self, namespace: str | None = None) -> list[Obj]:
+        if namespace and not self.resource.namespaced:
+            raise ValueError(
+                f"{self.resource.key} are cluster-scoped; no namespace ({namespace!r}) applies"
+            )
+        self._check_synced()
         if namespace is not None and self.resource.namespaced:
             return self.by_index("namespace", namespace)
         return [orjson.loads(raw) for raw in self._items.values()]
 
     def iter_raw(self) -> Iterator[bytes]:
+        self._check_synced()
         return iter(list(self._items.values()))
 
     def by_index(self, index: str, value: str) -> list[Obj]:
+        self._check_synced()
         keys = self._indices[index].get(value)
         if not keys:
             return []
@@ -217,10 +389,46 @@ class Informer:
         return [orjson.loads(items[k]) for k in sorted(keys) if k in items]
 
     def index_keys(self, index: str, value: str) -> list[str]:
+        self._check_synced()
         return sorted(self._indices[index].get(value) or ())
 
     def cache_bytes(self) -> int:
         return sum(len(raw) for raw in self._items.values())
+
+    # ------------------------------------------------------------------ read-your-writes
+
+    def would_hold(self, obj: Mapping[str, Any]) -> bool:
+        """Whether `obj` belongs in this cache (namespace and selectors), or is cached now."""
+        meta = obj.get("metadata") or {}
+        ns = meta.get("namespace") or None
+        name = str(meta.get("name") or "")
+        if self.namespace and ns != self.namespace:
+            return False
+        if (f"{ns}/{name}" if ns else name) in self._items:
+            return True
+        return self._selects(obj)
+
+    def _selects(self, obj: Mapping[str, Any]) -> bool:
+        labels, fields = self._parsed_selectors()
+        if labels is not None and not labels.matches((obj.get("metadata") or {}).get("labels")):
+            return False
+        if fields is not None:
+            values = {f: _field_value(obj, f) for f in fields.fields}
+            if not fields.matches(values):
+                return False
+        return True
+
+    def _parsed_selectors(self) -> tuple[LabelSelector | None, FieldSelector | None]:
+        parsed = self._selectors
+        if parsed is None:
+            try:
+                labels = parse_label_selector(self.label_selector) if self.label_selector else None
+                fields = parse_field_selector(self.field_selector) if self.field_selector else None
+            except SelectorError:
+                labels, fields = None, None  # the server refuses it; nothing will be cached
+            parsed = (labels, fields)
+            self._selectors = parsed
+        return parsed
 
     # ------------------------------------------------------------------ cache writes
 
@@ -425,13 +633,30 @@ class Informer:
 
 
 class InformerFactory:
-    """One shared informer per resource + namespace + selectors, like a SharedInformerFactory."""
+    """One shared informer per resource + namespace + selectors + projection.
 
-    def __init__(self, client: Client, *, transform: Transform | None = default_transform) -> None:
+    Informers asked for after `start` are started at once. With `read_your_writes`, the
+    factory watches its client's writes: a write returns only once every started informer that
+    holds (or will hold) the written object shows that version or a newer one, so a reconcile
+    never reads the version it has just replaced. See docs/library.md for why this waits for the
+    watch rather than feeding written objects into the cache.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        transform: Transform | None = default_transform,
+        read_your_writes: bool = False,
+        read_your_writes_timeout: float = 30.0,
+    ) -> None:
         self.client = client
         self.transform = transform
+        self.read_your_writes_timeout = read_your_writes_timeout
         self._informers: dict[InformerKey, Informer] = {}
         self._started = False
+        if read_your_writes:
+            client.write_observers.append(self)
 
     def informer(
         self,
@@ -441,8 +666,31 @@ class InformerFactory:
         label_selector: str | None = None,
         field_selector: str | None = None,
         indexers: dict[str, IndexFunc] | None = None,
+        transform: Transform | None = None,
+        metadata_only: bool | Iterable[str] = False,
     ) -> Informer:
-        key = InformerKey(resource, namespace, label_selector, field_selector)
+        """The shared informer for these arguments, made (and started, if running) on first use.
+
+        `transform` replaces the factory's default (which drops managedFields); `metadata_only`
+        keeps only metadata and the fields named (True: metadata alone). Indexers are added to
+        the shared informer, so two users asking with different indexers both get theirs.
+        """
+        if namespace and not resource.namespaced:
+            raise ValueError(
+                f"{resource.key} are cluster-scoped; an informer for them takes no namespace "
+                f"({namespace!r})"
+            )
+        projection: frozenset[str] | None = None
+        if metadata_only is not False:
+            projection = frozenset() if metadata_only is True else frozenset(metadata_only)
+        key = InformerKey(
+            resource,
+            namespace or None,
+            label_selector or None,
+            field_selector or None,
+            transform,
+            projection,
+        )
         inf = self._informers.get(key)
         if inf is None:
             inf = Informer(
@@ -451,7 +699,8 @@ class InformerFactory:
                 namespace=namespace,
                 label_selector=label_selector,
                 field_selector=field_selector,
-                transform=self.transform,
+                transform=transform if transform is not None else self.transform,
+                metadata_only=sorted(projection) if projection is not None else False,
             )
             self._informers[key] = inf
             if self._started:
@@ -462,6 +711,10 @@ class InformerFactory:
 
     def informers(self) -> list[Informer]:
         return list(self._informers.values())
+
+    @property
+    def started(self) -> bool:
+        return self._started
 
     def start(self) -> None:
         self._started = True
@@ -485,6 +738,91 @@ class InformerFactory:
     async def stop(self) -> None:
         await asyncio.gather(*(inf.stop() for inf in self._informers.values()))
         self._started = False
+
+    # ------------------------------------------------------------------ read-your-writes
+
+    async def written(self, resource: Resource, namespace: str | None, result: Any) -> None:
+        """Hold a write until the informers that hold its object show it (a `WriteObserver`).
+
+        The wait is for the watch, not for a timer: a write answered with resourceVersion N
+        is visible once an informer's own resourceVersion reaches N (every event and bookmark
+        moves it). A delete answered with a `Status` (the object is gone at once) is visible once
+        the object, by its uid, has left the cache.
+        """
+        if not isinstance(result, dict):
+            return
+        informers = [
+            inf
+            for key, inf in self._informers.items()
+            if key.resource == resource and inf.started and inf.has_synced
+        ]
+        if not informers:
+            return
+        waits: list[tuple[Informer, Callable[[], bool]]] = []
+        if result.get("kind") == "Status":
+            details = result.get("details") or {}
+            name, uid = str(details.get("name") or ""), details.get("uid")
+            if not name:
+                return
+            key = f"{namespace}/{name}" if namespace and resource.namespaced else name
+            for inf in informers:
+                waits.append((inf, _gone(inf, key, uid)))
+        else:
+            meta = result.get("metadata") or {}
+            try:
+                wanted = int(meta.get("resourceVersion") or "")
+            except ValueError:
+                return  # not an etcd-style counter: versions cannot be compared
+            for inf in informers:
+                if inf.would_hold(result):
+                    waits.append((inf, _reached(inf, wanted)))
+        if not waits:
+            return
+        started = time.perf_counter()
+        results = await asyncio.gather(
+            *(inf.wait_until(cond, self.read_your_writes_timeout) for inf, cond in waits)
+        )
+        READ_YOUR_WRITES_WAIT.labels(resource.key).observe(time.perf_counter() - started)
+        if not all(results):
+            meta = result.get("metadata") or result.get("details") or {}
+            raise errors.CacheLagging(
+                f"{resource.key} {meta.get('name', '')!r} was written, but the cache did not show "
+                f"the write within {self.read_your_writes_timeout}s"
+            )
+
+
+def _reached(inf: Informer, wanted: int) -> Callable[[], bool]:
+    def check() -> bool:
+        try:
+            return int(inf.resource_version or 0) >= wanted
+        except ValueError:
+            return True
+
+    return check
+
+
+def _gone(inf: Informer, key: str, uid: str | None) -> Callable[[], bool]:
+    def check() -> bool:
+        raw = inf._items.get(key)
+        if raw is None:
+            return True
+        return bool(uid) and (orjson.loads(raw).get("metadata") or {}).get("uid") != uid
+
+    return check
+
+
+def _field_value(obj: Mapping[str, Any], path: str) -> str:
+    """An object's field as a field selector compares it: a string, "" when absent."""
+    value: Any = obj
+    for part in path.split("."):
+        if not isinstance(value, Mapping):
+            return ""
+        value = value.get(part)
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 @contextlib.contextmanager

@@ -208,6 +208,14 @@ class LeaderElector:
     def is_leader(self) -> bool:
         return self._is_leader
 
+    def holds_lease(self) -> bool:
+        """Whether we lead and our last successful renewal is younger than the lease duration.
+
+        Judged on the local monotonic clock from the start of that renewal, so it turns False
+        no later than any other candidate could take the lease over, even while a renewal hangs.
+        """
+        return self._is_leader and self._loop_time() < self._renewed_at + self.config.lease_duration
+
     @property
     def leader(self) -> str | None:
         """The holder of the lease as last observed; None when unknown or released."""

@@ -139,6 +139,12 @@ REST_LATENCY = Histogram(
     buckets=_REST_BUCKETS,
     registry=REGISTRY,
 )
+REST_RETRIES = Counter(
+    "rest_client_request_retries_total",
+    "Number of request retries, partitioned by status code, verb, and host.",
+    ["code", "verb", "host"],
+    registry=REGISTRY,
+)
 REST_RATE_LIMITER_WAIT = Histogram(
     "rest_client_rate_limiter_duration_seconds",
     "Client side rate limiter latency in seconds. Broken down by verb, and host.",
@@ -175,4 +181,39 @@ INFORMER_WATCH_RESTARTS = Counter(
 )
 INFORMER_OBJECTS = Gauge(
     "nodeops_informer_objects", "Objects held in an informer cache", ["resource"], registry=REGISTRY
+)
+INFORMER_OBJECT_ERRORS = Counter(
+    "nodeops_informer_object_errors_total",
+    "Objects an informer skipped because its transform or an indexer failed on them",
+    ["resource", "stage"],
+    registry=REGISTRY,
+)
+INFORMER_LIST_WATCH_FAILURES = Counter(
+    "nodeops_informer_list_watch_failures_total",
+    "Failed list or watch attempts of informers, by the kind of error",
+    ["resource", "error"],
+    registry=REGISTRY,
+)
+READ_YOUR_WRITES_WAIT = Histogram(
+    "nodeops_read_your_writes_wait_seconds",
+    "How long a write waited for the manager's informers to show it",
+    ["resource"],
+    buckets=_REST_BUCKETS,
+    registry=REGISTRY,
+)
+
+# --- events (our own)
+EVENTS_DROPPED = Counter(
+    "nodeops_events_dropped_total",
+    "Kubernetes Events that were not recorded, by reason",
+    ["reason"],
+    registry=REGISTRY,
+)
+
+# --- manager (our own)
+RUNNABLE_FAILURES = Counter(
+    "nodeops_manager_task_failures_total",
+    "Supervised tasks (informers, controllers, runnables) that ended unexpectedly",
+    ["kind", "name"],
+    registry=REGISTRY,
 )

@@ -20,8 +20,8 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def nodeops(*args: str, **kw: object) -> subprocess.Popen[str]:
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+def nodeops(*args: str, env: dict[str, str] | None = None, **kw: object) -> subprocess.Popen[str]:
+    env = dict(env if env is not None else os.environ, PYTHONUNBUFFERED="1")
     return subprocess.Popen(
         [sys.executable, "-m", "nodeops.cli", *args],
         stdout=subprocess.PIPE,

@@ -11,11 +11,12 @@ same request sequence injects the same faults, and a failure found in CI can be 
 Text grammar (the `--faults SPEC` flag; whitespace around any token is ignored)::
 
     spec         = [clause] *( (";" | newline) [clause] )
-    clause       = error | latency | watch-cut | watch-expire
+    clause       = error | latency | watch-cut | watch-expire | watch-delay
     error        = "error=" CODE [":" RATE] ["@" request] [":retry-after=" SECONDS]
     latency      = "latency=" DURATION [":" RATE] ["@" request]
     watch-cut    = "watch-cut=" ("events:" COUNT | "seconds:" NUMBER) ["@" resource]
     watch-expire = "watch-expire=" RATE ["@" resource]
+    watch-delay  = "watch-delay=" DURATION ["@" resource]
     request      = VERBS "/" resource | "*"
     VERBS        = "*" | VERB *("," VERB)
     VERB         = get | list | watch | create | update | patch | delete | deletecollection
@@ -32,7 +33,12 @@ the subresources of pods.
 Example::
 
     error=500:0.05@patch/pods; error=429:0.1@*/*:retry-after=1; error=409:0.02@update/leases;
-    latency=50ms@list/*; watch-cut=events:100@pods; watch-cut=seconds:5@*; watch-expire=0.5@pods
+    latency=50ms@list/*; watch-cut=events:100@pods; watch-cut=seconds:5@*; watch-expire=0.5@pods;
+    watch-delay=500ms@configmaps
+
+`watch-delay` holds every event of a watch stream back for at least DURATION before sending it
+(a slow watch cache, a congested apiserver): writes are answered at once, but watchers learn of
+them late, which is what read-your-writes has to survive. Bookmarks never overtake held events.
 
 The dict form, for tests and YAML scenario files, is a list whose items are either text clauses
 or mappings with exactly one kind key plus `rate`, `at` (the target) and options::
@@ -42,6 +48,7 @@ or mappings with exactly one kind key plus `rate`, `at` (the target) and options
     - {latency: 50ms, at: "list/*"}          # a bare number is seconds
     - {watch-cut: {events: 100}, at: pods}
     - {watch-expire: 0.5, at: pods}
+    - {watch-delay: 500ms, at: configmaps}  # a bare number is seconds
     - error=409:0.02@update/leases
 
 The target key is `at`, after the `@` of the text form; YAML 1.1 would read `on` as a boolean.
@@ -72,8 +79,16 @@ VERBS: Final = (
     "deletecollection",
 )
 ERROR_CODES: Final = (409, 429, 500)
-KINDS: Final = ("error", "latency", "watch-cut", "watch-expire")
-COUNT_KEYS: Final = ("error-409", "error-429", "error-500", "latency", "watch-cut", "watch-expire")
+KINDS: Final = ("error", "latency", "watch-cut", "watch-expire", "watch-delay")
+COUNT_KEYS: Final = (
+    "error-409",
+    "error-429",
+    "error-500",
+    "latency",
+    "watch-cut",
+    "watch-expire",
+    "watch-delay",
+)
 
 DEFAULT_RETRY_AFTER: Final = 1
 
@@ -199,7 +214,30 @@ class WatchExpireFault:
         return {"watch-expire": self.rate, "at": self.resource}
 
 
-Fault: TypeAlias = ErrorFault | LatencyFault | WatchCutFault | WatchExpireFault
+@dataclass(frozen=True, slots=True)
+class WatchDelayFault:
+    """Hold each event of a watch on `resource` back for at least `millis` milliseconds."""
+
+    millis: float
+    resource: str
+
+    @property
+    def seconds(self) -> float:
+        return self.millis / 1000.0
+
+    def duration(self) -> str:
+        if self.millis >= 1000 and self.millis % 1000 == 0:
+            return f"{_num(self.millis / 1000)}s"
+        return f"{_num(self.millis)}ms"
+
+    def __str__(self) -> str:
+        return f"watch-delay={self.duration()}@{self.resource}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"watch-delay": self.duration(), "at": self.resource}
+
+
+Fault: TypeAlias = ErrorFault | LatencyFault | WatchCutFault | WatchExpireFault | WatchDelayFault
 
 
 def _rate_suffix(rate: float) -> str:
@@ -358,6 +396,15 @@ def _parse_watch_expire(
     return WatchExpireFault(_rate(clause, args[0]), _watch_resource(clause, target))
 
 
+def _parse_watch_delay(
+    clause: str, args: Sequence[str], target: str | None, options: Mapping[str, str]
+) -> WatchDelayFault:
+    if len(args) != 1:
+        raise FaultSpecError(clause, "expected watch-delay=DURATION")
+    _no_options(clause, "watch-delay", options)
+    return WatchDelayFault(_duration_millis(clause, args[0]), _watch_resource(clause, target))
+
+
 _Parser: TypeAlias = Callable[[str, Sequence[str], str | None, Mapping[str, str]], Fault]
 
 _PARSERS: Final[dict[str, _Parser]] = {
@@ -365,6 +412,7 @@ _PARSERS: Final[dict[str, _Parser]] = {
     "latency": _parse_latency,
     "watch-cut": _parse_watch_cut,
     "watch-expire": _parse_watch_expire,
+    "watch-delay": _parse_watch_delay,
 }
 
 
@@ -437,7 +485,11 @@ def _parse_mapping(item: Mapping[str, Any]) -> Fault:
             args = [p.strip() for p in value.split(":")]
         else:
             raise FaultSpecError(label, "watch-cut must be {events: COUNT} or {seconds: NUMBER}")
-    elif kind == "latency" and isinstance(value, int | float) and not isinstance(value, bool):
+    elif (
+        kind in ("latency", "watch-delay")
+        and isinstance(value, int | float)
+        and not isinstance(value, bool)
+    ):
         args = [f"{_num(float(value) * 1000.0)}ms"]
     else:
         args = [str(value)]
@@ -521,10 +573,12 @@ class FaultInjector:
         self._latencies: tuple[LatencyFault, ...] = ()
         self._cuts: tuple[WatchCutFault, ...] = ()
         self._expiries: tuple[WatchExpireFault, ...] = ()
+        self._delays: tuple[WatchDelayFault, ...] = ()
         self._error_hits: dict[tuple[str, str], tuple[ErrorFault, ...]] = {}
         self._latency_hits: dict[tuple[str, str], tuple[LatencyFault, ...]] = {}
         self._cut_hits: dict[str, tuple[int | None, float | None]] = {}
         self._expire_hits: dict[str, float] = {}
+        self._delay_hits: dict[str, float] = {}
         self._counts: dict[str, int] = dict.fromkeys(COUNT_KEYS, 0)
         self.update(spec)
 
@@ -540,10 +594,12 @@ class FaultInjector:
         self._latencies = tuple(c for c in clauses if isinstance(c, LatencyFault))
         self._cuts = tuple(c for c in clauses if isinstance(c, WatchCutFault))
         self._expiries = tuple(c for c in clauses if isinstance(c, WatchExpireFault))
+        self._delays = tuple(c for c in clauses if isinstance(c, WatchDelayFault))
         self._error_hits = {}
         self._latency_hits = {}
         self._cut_hits = {}
         self._expire_hits = {}
+        self._delay_hits = {}
         self._counts = dict.fromkeys(COUNT_KEYS, 0)
         self.enabled = bool(clauses)
         return parsed
@@ -629,6 +685,24 @@ class FaultInjector:
             return False
         self._counts["watch-expire"] += 1
         return True
+
+    def watch_delay(self, resource: str) -> float:
+        """Seconds to hold each event of a new watch on `resource` back; the longest wins.
+
+        Counted as `watch-delay` when a watch is armed with a delay. Draws nothing from the RNG.
+        """
+        if not self._delays:
+            return 0.0
+        delay = self._delay_hits.get(resource)
+        if delay is None:
+            delay = max(
+                (c.seconds for c in self._delays if fnmatchcase(resource, c.resource)),
+                default=0.0,
+            )
+            _remember(self._delay_hits, resource, delay)
+        if delay > 0.0:
+            self._counts["watch-delay"] += 1
+        return delay
 
     def counts(self) -> dict[str, int]:
         """Faults injected since the current spec was installed, with every kind present."""

@@ -9,6 +9,7 @@ JSON bytes without decoding them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from dataclasses import dataclass
@@ -130,6 +131,7 @@ class ApiHttp:
         self.server_address = "127.0.0.1:0"
         self.watchers: set[Watcher] = set()
         self.shutting_down = False
+        self._closing = asyncio.Event()
 
     # ----------------------------------------------------------------- entry
 
@@ -539,6 +541,7 @@ class ApiHttp:
         )
         if max_seconds is not None:
             timeout = min(timeout, max_seconds)
+        hold = self.faults.watch_delay(resource) if self.faults.enabled else 0.0
         store = self.registry.store
         bucket = store.bucket(rt.storage_key)
         encoder = self.registry.encoder(rt)
@@ -602,8 +605,16 @@ class ApiHttp:
                     except TimeoutError:
                         pass
                 if watcher.pending:
-                    lines = list(watcher.pending)
-                    watcher.pending.clear()
+                    if hold > 0.0:
+                        # Injected slowness: what is pending now goes out `hold` seconds later;
+                        # what arrives meanwhile waits for its own turn, so nothing goes early.
+                        count = len(watcher.pending)
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(self._closing.wait(), hold)
+                        lines = [watcher.pending.popleft() for _ in range(count)]
+                    else:
+                        lines = list(watcher.pending)
+                        watcher.pending.clear()
                     cut = max_events is not None and sent + len(lines) >= max_events
                     if cut and max_events is not None:
                         lines = lines[: max(0, max_events - sent)]
@@ -631,6 +642,7 @@ class ApiHttp:
 
     def close_watches(self) -> None:
         self.shutting_down = True
+        self._closing.set()
         for w in list(self.watchers):
             w.close()
 

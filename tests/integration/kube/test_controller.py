@@ -9,6 +9,7 @@ from collections import Counter
 from nodeops.kube.client import Client
 from nodeops.kube.controller import (
     Controller,
+    ReconcileContext,
     Request,
     Result,
     TerminalError,
@@ -27,7 +28,7 @@ class Recorder:
         self.calls: Counter[str] = Counter()
         self.last_seen: dict[str, str] = {}
 
-    async def reconcile(self, request: Request) -> Result | None:
+    async def reconcile(self, request: Request, ctx: ReconcileContext) -> Result | None:
         if request in self.active:
             self.overlaps += 1
         self.active.add(request)
@@ -50,7 +51,7 @@ async def _wait(predicate: object, timeout: float = 20.0) -> None:
 async def test_no_key_is_reconciled_concurrently_under_load(client: Client, sim: SimServer) -> None:
     inf = Informer(client, CONFIGMAPS)
     rec = Recorder()
-    ctl = Controller("load", rec, max_concurrent_reconciles=16).watch(inf)
+    ctl = Controller("load", rec, max_concurrent_reconciles=16).for_(inf)
     inf.start()
     ctl.start()
     try:
@@ -80,7 +81,7 @@ class Flaky:
     def __init__(self) -> None:
         self.attempts: Counter[str] = Counter()
 
-    async def reconcile(self, request: Request) -> Result | None:
+    async def reconcile(self, request: Request, ctx: ReconcileContext) -> Result | None:
         self.attempts[request.name] += 1
         if request.name == "terminal":
             raise TerminalError("spec.size: must be positive")
@@ -94,7 +95,7 @@ class Flaky:
 async def test_retries_terminal_errors_and_requeue_after(client: Client, sim: SimServer) -> None:
     inf = Informer(client, CONFIGMAPS)
     rec = Flaky()
-    ctl = Controller("flaky", rec).watch(inf, update_predicate=labels_changed)
+    ctl = Controller("flaky", rec).for_(inf, update_predicate=labels_changed)
     inf.start()
     ctl.start()
     try:

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from nodeops.kube.client import Client
-from nodeops.kube.errors import ApiError
-from nodeops.kube.informer import Informer, index_pods_by_node
-from nodeops.kube.resources import CONFIGMAPS, PODS
+from nodeops.kube.errors import ApiError, NotSynced
+from nodeops.kube.informer import Informer, InformerFactory, index_pods_by_node
+from nodeops.kube.resources import CONFIGMAPS, NODES, PODS
 from nodeops.sim.server.app import SimServer
 
 
@@ -134,3 +134,86 @@ async def test_cache_equals_server_under_faults(
         await _converged(client, inf, CONFIGMAPS)
     finally:
         await inf.stop()
+
+
+async def test_reads_before_sync_raise_instead_of_answering_empty(
+    client: Client, sim: SimServer
+) -> None:
+    await client.create(CONFIGMAPS, {"metadata": {"name": "exists"}}, "default")
+    sim.faults.update("error=500@list/configmaps")  # the first list keeps failing
+    inf = Informer(client, CONFIGMAPS)
+    inf.backoff.initial = 0.01
+    inf.start()
+    try:
+        for read in (
+            lambda: inf.get("exists", "default"),
+            lambda: inf.objects(),
+            lambda: inf.by_index("namespace", "default"),
+            lambda: inf.index_keys("namespace", "default"),
+            lambda: inf.keys(),
+        ):
+            with pytest.raises(NotSynced, match="configmaps"):
+                read()
+        sim.faults.update("")
+        await asyncio.wait_for(inf.wait_synced(), 10)
+        assert inf.get("exists", "default") is not None
+    finally:
+        await inf.stop()
+
+
+async def test_scope_mix_ups_are_errors(client: Client, sim: SimServer) -> None:
+    with pytest.raises(ValueError, match="cluster-scoped"):
+        Informer(client, NODES, namespace="default")
+    with pytest.raises(ValueError, match="cluster-scoped"):
+        InformerFactory(client).informer(NODES, namespace="default")
+    nodes, pods = Informer(client, NODES), Informer(client, PODS)
+    for inf in (nodes, pods):
+        inf.start()
+    try:
+        await asyncio.wait_for(asyncio.gather(nodes.wait_synced(), pods.wait_synced()), 10)
+        with pytest.raises(ValueError, match="cluster-scoped"):
+            nodes.get("n1", "default")
+        with pytest.raises(ValueError, match="cluster-scoped"):
+            nodes.objects("default")
+        with pytest.raises(ValueError, match="namespaced"):
+            pods.get("p1")
+        assert pods.get("p1", "default") is None
+    finally:
+        await nodes.stop()
+        await pods.stop()
+
+
+def _tag(obj: dict[str, Any]) -> dict[str, Any]:
+    obj.setdefault("metadata", {}).setdefault("annotations", {})["seen-by"] = "transform"
+    return obj
+
+
+async def test_factory_transform_and_metadata_only(client: Client, sim: SimServer) -> None:
+    for i in range(3):
+        await client.create(PODS, _pod(f"p{i}", f"n{i}", {"app": "a"}), "default")
+    factory = InformerFactory(client)
+    full = factory.informer(PODS)
+    slim = factory.informer(
+        PODS, metadata_only=("spec.nodeName",), indexers={"node": index_pods_by_node}
+    )
+    tagged = factory.informer(PODS, transform=_tag)
+    assert len({id(full), id(slim), id(tagged)}) == 3  # different views, different informers
+    assert factory.informer(PODS, metadata_only=["spec.nodeName"]) is slim
+    factory.start()
+    try:
+        assert await factory.wait_synced(10)
+        pod = slim.get("p1", "default")
+        assert pod is not None
+        assert set(pod) == {"apiVersion", "kind", "metadata", "spec"}
+        assert pod["spec"] == {"nodeName": "n1"}
+        assert pod["metadata"]["labels"] == {"app": "a"}
+        assert [p["metadata"]["name"] for p in slim.by_index("node", "n2")] == ["p2"]
+        assert "containers" in (full.get("p1", "default") or {})["spec"]
+        seen = tagged.get("p1", "default") or {}
+        assert seen["metadata"]["annotations"]["seen-by"] == "transform"
+        # An informer asked for once the factory runs is started and syncs.
+        late = factory.informer(PODS, label_selector="app=a", metadata_only=True)
+        await asyncio.wait_for(late.wait_synced(), 10)
+        assert set(late.get("p0", "default") or {}) == {"apiVersion", "kind", "metadata"}
+    finally:
+        await factory.stop()

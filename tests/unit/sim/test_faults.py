@@ -14,6 +14,7 @@ from nodeops.sim.server.faults import (
     LatencyFault,
     RequestTarget,
     WatchCutFault,
+    WatchDelayFault,
     WatchExpireFault,
 )
 
@@ -349,7 +350,47 @@ def test_counts_report_every_kind() -> None:
         "latency": 1,
         "watch-cut": 1,
         "watch-expire": 1,
+        "watch-delay": 0,
     }
+
+
+# --- watch-delay ---------------------------------------------------------------------------
+
+
+def test_watch_delay_text_dict_and_yaml_forms_agree() -> None:
+    text = FaultSpec.parse("watch-delay=500ms@configmaps; watch-delay=2s")
+    assert text.clauses == (WatchDelayFault(500.0, "configmaps"), WatchDelayFault(2000.0, "*"))
+    assert str(text) == "watch-delay=500ms@configmaps; watch-delay=2s@*"
+    assert FaultSpec.parse(str(text)) == text
+    assert FaultSpec.parse(text.to_data()) == text
+    assert (
+        FaultSpec.parse([{"watch-delay": 0.5, "at": "configmaps"}, {"watch-delay": "2s"}]) == text
+    )
+    assert FaultSpec.from_yaml("- {watch-delay: 500ms, at: configmaps}\n- watch-delay=2s") == text
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("watch-delay=5", "needs a unit"),
+        ("watch-delay=5ms:0.5", "expected watch-delay=DURATION"),
+        ("watch-delay=5ms@get/pods", "watch faults take a RESOURCE target"),
+        ("watch-delay=-1s", "zero or more"),
+        ("watch-delay=5ms:hold=1", "unknown option 'hold' for watch-delay"),
+    ],
+)
+def test_bad_watch_delay_names_the_problem(text: str, problem: str) -> None:
+    with pytest.raises(FaultSpecError, match=problem):
+        FaultSpec.parse(text)
+
+
+def test_watch_delay_takes_the_longest_matching_clause_and_counts_armed_watches() -> None:
+    injector = FaultInjector("watch-delay=100ms@pods; watch-delay=1s@pod*; watch-delay=50ms@*")
+    injector._rng = UntouchableRandom()  # delays are not random: the sequence stays untouched
+    assert injector.watch_delay("pods") == 1.0
+    assert injector.watch_delay("nodes") == 0.05
+    assert injector.counts()["watch-delay"] == 2
+    assert FaultInjector("error=500").watch_delay("pods") == 0.0
 
 
 # --- reproducibility and rates -------------------------------------------------------------
