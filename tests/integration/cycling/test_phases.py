@@ -109,7 +109,8 @@ async def test_wait_method_waits_for_do_not_disrupt_pods() -> None:
 
         async def waiting() -> Any:
             found = await children(w, "wait")
-            return found and found[0].get("status", {}).get("phase") == "WaitingPods" and found[0]
+            status = found[0].get("status", {}) if found else {}
+            return status.get("phase") == "WaitingPods" and status.get("message") and found[0]
 
         child = await until(waiting, timeout=60, what="the node waiting for its pods")
         assert "shop/batch-job" in child["status"]["message"]
