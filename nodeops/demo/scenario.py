@@ -27,9 +27,14 @@ def demo_scenario(
     boot_seconds: float = 60.0,
     grace_seconds: int = 10,
     pods_per_node: float = 3.0,
+    web_budget: int | str = 1,
     seed: int = 0,
 ) -> Scenario:
-    """`nodes` worker nodes in `groups` cloud node groups, and workloads to keep running."""
+    """`nodes` worker nodes in `groups` cloud node groups, and workloads to keep running.
+
+    `web_budget` is the web Deployment's maxUnavailable: 1 makes its pods move one at a time
+    (a demanding budget the roll must respect); a share like "10%" lets a wide roll move many.
+    """
     if nodes < 1:
         raise ValueError("a cluster needs at least one node")
     groups = max(1, min(groups, nodes))
@@ -70,7 +75,7 @@ def demo_scenario(
                     "Deployment",
                     "web",
                     replicas=web,
-                    pdb={"maxUnavailable": 1},
+                    pdb={"maxUnavailable": web_budget},
                     service={"type": "LoadBalancer", "port": 80},
                 ),
                 workload("Deployment", "api", replicas=api, pdb={"maxUnavailable": "25%"}),

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, cast
+
+import yaml
 
 from nodeops.api import all_crds
 from nodeops.controllers.cycling.cloud import Providers
@@ -154,6 +158,44 @@ class World:
                 time=self.time,
             )
         self._task = asyncio.create_task(self.manager.run(), name="demo-manager")
+
+    def manager_command(self, directory: Path, **settings: Any) -> list[str]:
+        """`nodeops run` with the cycling controllers against this world, for running the
+        manager in a process of its own (crash tests, CPU measurements). `settings` are
+        cycling settings, as `--cycling-<name>` flags."""
+        config = self.sim.server.write_kubeconfig(directory / "kubeconfig")
+        providers = directory / "providers.yaml"
+        providers.write_text(
+            yaml.safe_dump(
+                {
+                    "providers": {
+                        "sim": {"url": self.sim.server.url, "token": self.sim.server.admin_token}
+                    }
+                }
+            ),
+            encoding="utf-8",
+        )
+        flags = {
+            "time_scale": self.sim.clock.time_scale,
+            "time_origin": self.sim.clock.origin.isoformat(),
+            "check_interval": 5,
+            "cloud_poll_interval": 5,
+            **settings,
+        }
+        args = [
+            sys.executable, "-m", "nodeops.cli", "run",
+            "--kubeconfig", str(config),
+            "--namespace", OPERATOR_NAMESPACE,
+            "--controllers", "cycling",
+            "--provider", "sim",
+            "--provider-config", str(providers),
+            "--metrics-addr", "0",
+            "--health-addr", "0",
+            "--log-level", "warning",
+        ]  # fmt: skip
+        for name, value in flags.items():
+            args += [f"--cycling-{name.replace('_', '-')}", str(value)]
+        return args
 
     async def wait_workloads(self, timeout: float) -> None:
         """Until every pod the scenario's workloads want is Running and Ready."""

@@ -12,19 +12,23 @@ from nodeops.sim.cloud.model import DETACHED, DETACHING, IN_SERVICE, TERMINATED,
 from tests.integration.cycling.harness import assert_clean
 
 
-async def assert_roll_invariants(
-    w: World, *, original: set[str], desired: dict[str, int]
-) -> None:
+async def assert_roll_invariants(w: World, *, original: set[str], desired: dict[str, int]) -> None:
     """Every original instance terminated exactly once and replaced exactly once, none left
     detached or orphaned, no node left cordoned or marked, no budget ever violated."""
     state = w.sim.cloud.state
     assert w.client is not None
     instances = state.instances
     # No instance is running outside every group (orphaned or left detached).
-    loose = [i.id for i in instances.values() if i.group is None and i.lifecycle in (DETACHED, DETACHING)]
+    loose = [
+        i.id for i in instances.values() if i.group is None and i.lifecycle in (DETACHED, DETACHING)
+    ]
     assert loose == [], f"instances left detached: {loose}"
     # Every original instance is gone; every group is back at its size with new instances.
-    survivors = [iid for iid in original if iid in instances and instances[iid].lifecycle not in (TERMINATING, TERMINATED)]
+    survivors = [
+        iid
+        for iid in original
+        if iid in instances and instances[iid].lifecycle not in (TERMINATING, TERMINATED)
+    ]
     assert survivors == [], f"original instances still running: {survivors}"
     for name, size in desired.items():
         group = state.groups[name]
@@ -36,7 +40,9 @@ async def assert_roll_invariants(
     # by mistake, or an old instance terminated while still in its group, shows as more).
     launched = Counter(i.origin for i in instances.values() if i.id not in original)
     terminated_new = [
-        i.id for i in instances.values() if i.id not in original and i.lifecycle in (TERMINATING, TERMINATED)
+        i.id
+        for i in instances.values()
+        if i.id not in original and i.lifecycle in (TERMINATING, TERMINATED)
     ]
     assert terminated_new == [], f"replacements terminated: {terminated_new}"
     for name, size in desired.items():

@@ -8,13 +8,10 @@ import asyncio
 import os
 import random
 import signal
-import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from nodeops.demo.world import OPERATOR_NAMESPACE, World
+from nodeops.demo.world import World
 from nodeops.sim.scenario import Scenario
 from tests.integration.cycling.harness import request, scenario, wait_phase, world
 
@@ -25,37 +22,21 @@ TIME_SCALE = 30.0
 
 
 def thirty_nodes() -> Scenario:
-    return scenario(30, groups=3, workloads=lambda ws: [
-        {**w, "replicas": max(2, (w.get("replicas") or 0) // 3)} if w["kind"] == "Deployment" else w
-        for w in ws
-    ])
+    return scenario(
+        30,
+        groups=3,
+        workloads=lambda ws: [
+            {**w, "replicas": max(2, (w.get("replicas") or 0) // 3)}
+            if w["kind"] == "Deployment"
+            else w
+            for w in ws
+        ],
+    )
 
 
 async def start_manager(w: World, tmp: Path) -> asyncio.subprocess.Process:
-    config = w.sim.server.write_kubeconfig(tmp / "kubeconfig")
-    providers = tmp / "providers.yaml"
-    providers.write_text(
-        yaml.safe_dump(
-            {"providers": {"sim": {"url": w.sim.server.url, "token": w.sim.server.admin_token}}}
-        )
-    )
-    args = [
-        sys.executable, "-m", "nodeops.cli", "run",
-        "--kubeconfig", str(config),
-        "--namespace", OPERATOR_NAMESPACE,
-        "--controllers", "cycling",
-        "--provider", "sim",
-        "--provider-config", str(providers),
-        "--metrics-addr", "0",
-        "--health-addr", "0",
-        "--log-level", "warning",
-        "--cycling-time-scale", str(TIME_SCALE),
-        "--cycling-time-origin", w.sim.clock.origin.isoformat(),
-        "--cycling-check-interval", "5",
-        "--cycling-cloud-poll-interval", "5",
-    ]  # fmt: skip
     return await asyncio.create_subprocess_exec(
-        *args,
+        *w.manager_command(tmp),
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
         env=dict(os.environ, PYTHONUNBUFFERED="1"),

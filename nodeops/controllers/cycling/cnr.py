@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -134,6 +134,30 @@ class _Children:
 
 def _phase(obj: Mapping[str, Any]) -> str:
     return str((obj.get("status") or {}).get("phase") or "")
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_PARALLEL = 16
+"""Writes about different nodes a phase makes at once: a batch of 20 nodes takes one round
+trip's time instead of twenty."""
+
+
+async def each(items: Iterable[T], fn: Callable[[T], Awaitable[R]]) -> list[R]:
+    """`fn` on every item, at most `_PARALLEL` at once; every item is tried before the first
+    failure (the earliest by item order) is raised, so one bad node does not hold up the rest."""
+    sem = asyncio.Semaphore(_PARALLEL)
+
+    async def one(item: T) -> R:
+        async with sem:
+            return await fn(item)
+
+    results = await asyncio.gather(*(one(i) for i in items), return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results  # type: ignore[return-value]
 
 
 class _Wait(Exception):
@@ -657,10 +681,13 @@ class CycleNodeRequestReconciler:
                 )
             # Intent: the finalizer and the origin group go on each node, then the batch goes into
             # status with the phase, and only then are the instances detached.
-            for entry in batch:
+
+            async def mark(entry: Obj) -> None:
                 node = self._node(entry["name"])
                 if node is not None:
                     await edit_node(self.client, node, mark_for_detach(entry["nodeGroupName"]))
+
+            await each(batch, mark)
             picked = {e["name"] for e in batch}
             changes: Obj = {
                 "currentNodes": current + batch,
@@ -716,13 +743,14 @@ class CycleNodeRequestReconciler:
         ctx: ReconcileContext,
     ) -> None:
         """Detach the entries' instances that are still in service in their group."""
-        for entry in entries:
+
+        async def detach(entry: Obj) -> None:
             iid = instance_id(entry.get("providerId") or "")
             member = inventory.member_by_instance(iid)
             if iid is None or member is None:
-                continue  # already out of the group (detached, or gone)
+                return  # already out of the group (detached, or gone)
             if member.instance.lifecycle_state is not Lifecycle.IN_SERVICE:
-                continue
+                return
             ctx.ensure_may_act(f"detach {iid} from {member.group}")
             try:
                 await provider.detach_instance(member.group, iid)
@@ -741,16 +769,21 @@ class CycleNodeRequestReconciler:
                 group=member.group,
             )
 
+        await each(entries, detach)
+
     async def _taint_pending(
         self, view: View, spec: CycleNodeRequestSpec, entries: Sequence[Obj]
     ) -> None:
         effect = spec.cycle_settings.pending_node_taint
         if effect == "Off":
             return
-        for entry in entries:
+
+        async def taint(entry: Obj) -> None:
             node = self._node(entry["name"])
             if node is not None and o.deletion_timestamp(node) is None:
                 await edit_node(self.client, node, set_cycle_taint(view.name, effect))
+
+        await each(entries, taint)
 
     def _budget_scopes(self, view: View, spec: CycleNodeRequestSpec) -> list[BudgetScope]:
         groups = frozenset(spec.node_groups)
@@ -928,13 +961,26 @@ class CycleNodeRequestReconciler:
         annotated = set(view.status.get("annotatedNodes") or ())
         batch_groups = {e["nodeGroupName"] for e in view.nodes("currentNodes")}
         added = []
-        for node, _ in self._new_nodes(view, inventory, batch_groups):
-            if o.name(node) in annotated:
-                continue
+        fresh = [
+            node
+            for node, _ in self._new_nodes(view, inventory, batch_groups)
+            if o.name(node) not in annotated and self._created_this_batch(view, node)
+        ]
+
+        async def annotate(node: Obj) -> None:
             await edit_node(self.client, node, add_scale_down_disabled(view.name))
             added.append(o.name(node))
+
+        await each(fresh, annotate)
         if added:
             await self.status.commit(view, {"annotatedNodes": sorted(annotated | set(added))})
+
+    def _created_this_batch(self, view: View, node: Mapping[str, Any]) -> bool:
+        """A node registered after this batch was detached (a second of slack for clocks
+        rounded to seconds)."""
+        created = o.parse_time(o.meta(node).get("creationTimestamp"))
+        started = view.time("scaleUpStarted")
+        return created is None or started is None or (created - started).total_seconds() >= -1
 
     def _annotation_management_disabled(self, spec: CycleNodeRequestSpec) -> bool:
         groups = set(spec.node_groups)
@@ -1034,23 +1080,32 @@ class CycleNodeRequestReconciler:
         current = view.nodes("currentNodes")
         pending: list[str] = []
         checks_status = dict(view.status.get("preTerminationChecks") or {})
-        for entry in current:
+        checked = bool(spec.pre_termination_checks) and not spec.skip_pre_termination_checks
+
+        async def hand_over(entry: Obj) -> None:
             name = entry["name"]
             if children.for_node(name) is not None:
-                continue
+                return
             node = self._node(name)
             if node is None:
-                continue
+                return
             cordoned = await edit_node(self.client, node, cordon())
             if cordoned is None:
-                continue
-            if spec.pre_termination_checks and not spec.skip_pre_termination_checks:
+                return
+            if checked:
                 waiting = await self._pre_termination(view, spec, cordoned, entry, checks_status)
                 if waiting:
                     pending.append(waiting)
-                    continue
+                    return
             await self._create_child(view, spec, entry)
             await edit_node(self.client, cordoned, mark_terminating(view.name))
+
+        if checked:
+            # Check results go into this request's status one node at a time.
+            for entry in current:
+                await hand_over(entry)
+        else:
+            await each(current, hand_over)
         if pending:
             raise _Wait(
                 "pre-termination checks: " + "; ".join(pending[:5]),

@@ -39,10 +39,11 @@ class CyclingSettings(BaseModel):
     request_workers: int = Field(default=4, ge=1, description="CycleNodeRequests at once")
     node_workers: int = Field(default=16, ge=1, description="CycleNodeStatuses at once")
     batch_refill: float = Field(
-        default=0.5,
+        default=0.0,
         ge=0,
         le=1,
-        description="start the next batch when at most this share of concurrency is still busy",
+        description="start the next batch when at most this share of concurrency is still busy "
+        "(Cyclops: 0.5; 0 waits for the batch, so every batch is full)",
     )
     delete_cnr: bool = Field(default=False, description="delete Successful requests after expiry")
     delete_cnr_expiry: float = Field(default=604800.0, gt=0, description="168h")

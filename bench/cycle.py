@@ -1,0 +1,221 @@
+"""A 200-node roll on the simulator: how close to the ideal time, at what cost, moving each pod once.
+
+    python -m bench.cycle --json [--nodes 200] [--concurrency 20] [--time-scale 20]
+
+The cluster is the demo's (four cloud node groups, about two pods per node in Deployments and a
+StatefulSet with disruption budgets, a DaemonSet), with simulated boot (60 s), drain (pods' 10 s
+termination grace) and shutdown (20 s) times. The manager runs as `nodeops run --controllers
+cycling` in a process of its own, so its CPU time is its own. The same roll runs twice in one
+run, in fresh clusters built from the same seed: with the taint that keeps evicted pods off
+nodes still to be replaced (the default), and with it off.
+
+Figures (from the first roll unless said):
+
+- `duration_ratio`: simulated duration / the ideal bound ceil(N/c) x (boot + drain + shutdown),
+  target <= 1.10;
+- `api_requests_per_node`: Kubernetes API requests the manager made per node cycled (cloud
+  calls are reported apart);
+- `cpu_seconds_per_node`: the manager process's CPU seconds (user + system, start-up and cache
+  sync included) per node cycled;
+- `pod_moves_per_pod`: evictions / pods, from the simulator's record, target <= 1.05, and the
+  same for the roll without the taint.
+
+Every run is also checked: Successful, no budget violated, no capacity lost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import platform
+import resource
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from nodeops import __version__
+from nodeops.controllers.cycling.pods import movable
+from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS
+from nodeops.demo.scenario import demo_scenario, group_names
+from nodeops.demo.world import OPERATOR_NAMESPACE, World, WorldOptions, api_requests
+from nodeops.kube.client import Client
+from nodeops.kube.resources import PODS
+
+BOOT_SECONDS = 60.0
+GRACE_SECONDS = 10
+TARGET_DURATION_RATIO = 1.10
+TARGET_POD_MOVES = 1.05
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+async def roll(
+    nodes: int, concurrency: int, groups: int, time_scale: float, taint: str, seed: int
+) -> dict[str, Any]:
+    scenario = demo_scenario(
+        nodes,
+        groups=groups,
+        boot_seconds=BOOT_SECONDS,
+        grace_seconds=GRACE_SECONDS,
+        pods_per_node=2.0,
+        web_budget="10%",
+        seed=seed,
+    )
+    world = World(
+        WorldOptions(scenario=scenario, time_scale=time_scale, seed=seed, controllers=False)
+    )
+    await world.start(wait_ready=600)
+    watcher = Client(
+        world.sim.server.url,
+        token=world.sim.server.admin_token,
+        qps=0,
+        user_agent="cycle-bench/1",
+    )
+    shutdown = world.sim.cloud.settings.shutdown_seconds
+    try:
+        pods, _ = await watcher.list(PODS)
+        pods_at_start = sum(1 for p in pods if movable(p))
+        names = group_names(groups)
+        world.sim.server.stats.reset()
+        with tempfile.TemporaryDirectory() as tmp:
+            cpu_before = _children_cpu()
+            proc = await asyncio.create_subprocess_exec(
+                *world.manager_command(Path(tmp)),
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL,
+                env=dict(os.environ, PYTHONUNBUFFERED="1"),
+            )
+            start = world.sim.clock.now()
+            wall = time.monotonic()
+            await watcher.create(
+                CYCLENODEREQUESTS,
+                {
+                    "apiVersion": "nodeops.dev/v1alpha1",
+                    "kind": "CycleNodeRequest",
+                    "metadata": {"name": "bench"},
+                    "spec": {
+                        "nodeGroupName": names[0],
+                        "nodeGroupsList": names[1:],
+                        "selector": {"matchLabels": {"role": "worker"}},
+                        "cycleSettings": {
+                            "method": "Drain",
+                            "concurrency": concurrency,
+                            "pendingNodeTaint": taint,
+                        },
+                    },
+                },
+                OPERATOR_NAMESPACE,
+            )
+            status: dict[str, Any] = {}
+            while True:
+                obj = await watcher.get(CYCLENODEREQUESTS, "bench", OPERATOR_NAMESPACE)
+                status = obj.get("status") or {}
+                if status.get("phase") in ("Successful", "Failed"):
+                    break
+                await asyncio.sleep(0.5)
+            simulated = (world.sim.clock.now() - start).total_seconds()
+            wall_seconds = time.monotonic() - wall
+            stats = world.sim.server.stats.snapshot()
+            proc.send_signal(signal.SIGTERM)
+            await proc.wait()
+            cpu = _children_cpu() - cpu_before
+        cycled = int((status.get("progress") or {}).get("cycled") or 0)
+        lost = sum(g.desired for g in world.sim.cloud.state.groups.values()) - sum(
+            1
+            for i in world.sim.cloud.state.instances.values()
+            if i.group is not None and i.lifecycle == "InService"
+        )
+        ideal = math.ceil(nodes / concurrency) * (BOOT_SECONDS + GRACE_SECONDS + shutdown)
+        moves = world.record.evictions / pods_at_start if pods_at_start else 0.0
+        return {
+            "phase": status.get("phase"),
+            "nodes_cycled": cycled,
+            "nodes_lost": lost,
+            "pdb_violations": len(world.record.violations),
+            "pods": pods_at_start,
+            "evictions": world.record.evictions,
+            "pod_moves_per_pod": round(moves, 4),
+            "simulated_seconds": round(simulated, 1),
+            "ideal_seconds": ideal,
+            "duration_ratio": round(simulated / ideal, 3),
+            "wall_seconds": round(wall_seconds, 1),
+            "api_requests": api_requests(stats),
+            "api_requests_per_node": round(api_requests(stats) / max(1, cycled), 2),
+            "manager_cpu_seconds": round(cpu, 2),
+            "cpu_seconds_per_node": round(cpu / max(1, cycled), 4),
+            "min_ready_replicas_ratio": round(world.record.min_ready_ratio, 4),
+        }
+    finally:
+        await watcher.close()
+        await world.stop()
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    with_taint = await roll(
+        args.nodes, args.concurrency, args.groups, args.time_scale, "PreferNoSchedule", args.seed
+    )
+    without = await roll(
+        args.nodes, args.concurrency, args.groups, args.time_scale, "Off", args.seed
+    )
+    ok = all(
+        r["phase"] == "Successful" and r["nodes_lost"] == 0 and r["pdb_violations"] == 0
+        for r in (with_taint, without)
+    )
+    return {
+        "benchmark": "cycle",
+        "version": __version__,
+        "python": platform.python_version(),
+        "nodes": args.nodes,
+        "concurrency": args.concurrency,
+        "time_scale": args.time_scale,
+        "boot_seconds": BOOT_SECONDS,
+        "drain_seconds": GRACE_SECONDS,
+        "duration_ratio": with_taint["duration_ratio"],
+        "api_requests_per_node": with_taint["api_requests_per_node"],
+        "cpu_seconds_per_node": with_taint["cpu_seconds_per_node"],
+        "pod_moves_per_pod": with_taint["pod_moves_per_pod"],
+        "pod_moves_per_pod_without_taint": without["pod_moves_per_pod"],
+        "targets": {
+            "duration_ratio": TARGET_DURATION_RATIO,
+            "pod_moves_per_pod": TARGET_POD_MOVES,
+            "duration_met": with_taint["duration_ratio"] <= TARGET_DURATION_RATIO,
+            "pod_moves_met": with_taint["pod_moves_per_pod"] <= TARGET_POD_MOVES,
+        },
+        "all_runs_correct": ok,
+        "runs": {"taint": with_taint, "no_taint": without},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.cycle", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--nodes", type=int, default=200)
+    parser.add_argument("--concurrency", type=int, default=20)
+    parser.add_argument("--groups", type=int, default=4)
+    parser.add_argument("--time-scale", type=float, default=20.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    args = parser.parse_args(argv)
+    from nodeops.kube.logging import configure
+
+    configure("warning", "console")
+    result = asyncio.run(main_async(args))
+    if args.json:
+        print(json.dumps(result, sort_keys=True))
+    else:
+        print(json.dumps(result, indent=2, sort_keys=True))
+    return 0 if result["all_runs_correct"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
