@@ -53,7 +53,10 @@ def test_the_documented_walk_through(tmp_path: Path) -> None:
             time.sleep(0.1)
         assert config.exists(), "the simulator did not start"
         crds = subprocess.run(
-            [sys.executable, "-m", "nodeops.cli", "crds"], capture_output=True, text=True, check=True
+            [sys.executable, "-m", "nodeops.cli", "crds"],
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout
         kubectl(config, "apply", "-f", "-", stdin=crds)
         kubectl(config, "create", "namespace", "nodeops-system")
@@ -92,7 +95,16 @@ def test_the_documented_walk_through(tmp_path: Path) -> None:
         assert len(after) == len(before) == 4 and not before & after
         kubectl(config, "apply", "-f", str(EXAMPLES / "cycling" / "nodegroup.yaml"))
         dry = subprocess.run(
-            [sys.executable, "-m", "nodeops.cli", "cycle", "web", "--dry", "--kubeconfig", str(config)],
+            [
+                sys.executable,
+                "-m",
+                "nodeops.cli",
+                "cycle",
+                "web",
+                "--dry",
+                "--kubeconfig",
+                str(config),
+            ],
             capture_output=True,
             text=True,
             timeout=120,

@@ -62,6 +62,10 @@ def drain_options(force: bool) -> DrainOptions:
     return _FORCE if force else _DRAIN
 
 
+_CHAIN = 8
+"""Phases one reconcile may go through before handing back to the queue."""
+
+
 class CycleNodeStatusReconciler:
     def __init__(
         self,
@@ -110,6 +114,18 @@ class CycleNodeStatusReconciler:
         except InvalidResource as e:
             await self._fail(view, str(e), "InvalidSpec")
             return None
+        # A step that moves to another phase goes on with it at once: its status is written
+        # first, so a crash in between resumes from there.
+        for _ in range(_CHAIN):
+            phase = view.phase
+            result = await self._step(view, spec, ctx)
+            if result is not None or view.phase == phase or view.phase in TERMINAL_PHASES:
+                return result
+        return None
+
+    async def _step(
+        self, view: View, spec: CycleNodeStatusSpec, ctx: ReconcileContext
+    ) -> Result | None:
         if view.phase == "":
             return await self._undefined(view, spec)
         if view.phase in ("WaitingPods", "RemovingLabelsFromPods", "DrainingPods"):

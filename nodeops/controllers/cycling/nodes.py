@@ -28,6 +28,7 @@ from nodeops.kube.resources import NODES
 __all__ = [
     "NodeEdit",
     "add_scale_down_disabled",
+    "both",
     "clear_cycle_marks",
     "cordon",
     "drop_finalizer",
@@ -93,6 +94,25 @@ def mark_for_detach(group: str) -> NodeEdit:
         if o.annotations_of(node).get(NODE_GROUP_ANNOTATION) != group:
             patch["metadata"]["annotations"] = {NODE_GROUP_ANNOTATION: group}
         return patch if patch["metadata"] else None
+
+    return edit
+
+
+def both(*edits: NodeEdit) -> NodeEdit:
+    """Several edits in one write (each sees the node as read; their patches are merged)."""
+
+    def edit(node: Mapping[str, Any]) -> Obj | None:
+        merged: Obj = {}
+        for one in edits:
+            patch = one(node)
+            for section, fields in (patch or {}).items():
+                merged.setdefault(section, {})
+                for key, value in fields.items():
+                    if isinstance(value, dict) and isinstance(merged[section].get(key), dict):
+                        merged[section][key] = {**merged[section][key], **value}
+                    else:
+                        merged[section][key] = value
+        return merged or None
 
     return edit
 
