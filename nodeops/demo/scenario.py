@@ -28,6 +28,7 @@ def demo_scenario(
     grace_seconds: int = 10,
     pods_per_node: float = 3.0,
     web_budget: int | str = 1,
+    stateful: bool = True,
     seed: int = 0,
 ) -> Scenario:
     """`nodes` worker nodes in `groups` cloud node groups, and workloads to keep running.
@@ -44,7 +45,7 @@ def demo_scenario(
     }
     pods = max(6, round(nodes * pods_per_node))
     web = max(2, pods // 2)
-    api = max(2, pods - web - 3)
+    api = max(2, pods - web - (3 if stateful else 0))
 
     def workload(kind: str, name: str, **extra: Any) -> dict[str, Any]:
         return {
@@ -79,7 +80,11 @@ def demo_scenario(
                     service={"type": "LoadBalancer", "port": 80},
                 ),
                 workload("Deployment", "api", replicas=api, pdb={"maxUnavailable": "25%"}),
-                workload("StatefulSet", "db", replicas=3, pdb={"maxUnavailable": 1}),
+                *(
+                    [workload("StatefulSet", "db", replicas=3, pdb={"maxUnavailable": 1})]
+                    if stateful
+                    else []
+                ),
                 {
                     "kind": "DaemonSet",
                     "name": "log-shipper",

@@ -215,7 +215,13 @@ class CycleNodeRequestReconciler:
         self.settings = settings
         self.time = time
         self.notifier = notifier
-        self.status = StatusWriter(client, CYCLENODEREQUESTS, events, time)
+        self.status = StatusWriter(
+            client,
+            CYCLENODEREQUESTS,
+            events,
+            time,
+            on_transition=notifier.phase if notifier is not None else None,
+        )
         # Picking a batch reads every request's nodes in replacement and then writes this
         # request's: one at a time, so two requests never both take the last of a budget.
         self._batch_lock = asyncio.Lock()
@@ -721,8 +727,6 @@ class CycleNodeRequestReconciler:
                 message=f"detaching {len(batch)} nodes: {', '.join(sorted(picked)[:10])}",
                 condition=("Blocked", "False", "Detaching", f"batch of {len(batch)} nodes"),
             )
-        if self.notifier is not None:
-            await self.notifier.phase(view)
         await self._detach(view, provider, current + batch, inventory, ctx)
         self.cloud.invalidate(provider_name, spec.node_groups)
         # The nodes still to be replaced are tainted while the batch scales up: no pod moves
@@ -1154,8 +1158,6 @@ class CycleNodeRequestReconciler:
             phase="WaitingTermination",
             message="",
         )
-        if self.notifier is not None:
-            await self.notifier.phase(view)
         return None
 
     async def _pre_termination(
@@ -1282,8 +1284,6 @@ class CycleNodeRequestReconciler:
                 f"{changes['numNodesCycled']} nodes replaced",
             ),
         )
-        if self.notifier is not None:
-            await self.notifier.phase(view)
         return None
 
     async def _fail(self, view: View, message: str, reason: str) -> None:
@@ -1297,8 +1297,6 @@ class CycleNodeRequestReconciler:
             warning=True,
             condition=("Ready", "False", reason, message[:32768]),
         )
-        if self.notifier is not None:
-            await self.notifier.phase(view)
 
     async def _to_healing(self, view: View, message: str, reason: str) -> None:
         FAILURES.labels("CycleNodeRequest", reason).inc()
@@ -1312,8 +1310,6 @@ class CycleNodeRequestReconciler:
             warning=True,
             condition=("Ready", "False", reason, message[:32768]),
         )
-        if self.notifier is not None:
-            await self.notifier.phase(view)
 
     async def _healing(
         self, request: Request, view: View, spec: CycleNodeRequestSpec, ctx: ReconcileContext
@@ -1339,8 +1335,6 @@ class CycleNodeRequestReconciler:
             warning=True,
             message=view.status.get("message") or "failed",
         )
-        if self.notifier is not None:
-            await self.notifier.phase(view)
         return None
 
     async def _heal_nodes(

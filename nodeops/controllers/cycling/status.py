@@ -9,7 +9,7 @@ reconcile that finds nothing to do from waking itself through its own watch.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -88,11 +88,14 @@ class StatusWriter:
         resource: Resource,
         events: EventRecorder | None,
         time: TimeBase,
+        *,
+        on_transition: Callable[[View], Awaitable[None]] | None = None,
     ) -> None:
         self.client = client
         self.resource = resource
         self.events = events
         self.time = time
+        self.on_transition = on_transition
 
     async def commit(
         self,
@@ -170,6 +173,8 @@ class StatusWriter:
                     "Transition",
                     note,
                 )
+            if self.on_transition is not None:
+                await self.on_transition(view)
         elif reason and self.events is not None and message:
             self.events.event(
                 view.obj, "Warning" if warning else "Normal", reason, "Cycle", message
