@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from prometheus_client import generate_latest
+
 from nodeops.controllers.cycling.keys import CYCLE_TAINT, NODE_FINALIZER
+from nodeops.kube.metrics import REGISTRY
 from nodeops.demo.scenario import demo_scenario, group_names
 
 from .harness import children, nodes, request, wait_phase, world
@@ -26,3 +29,8 @@ async def test_a_roll_replaces_every_node() -> None:
             assert all(t["key"] != CYCLE_TAINT for t in node["spec"].get("taints") or ())
         assert [c["status"]["phase"] for c in await children(w, "roll")] == ["Successful"] * 4
         assert w.record.violations == []
+        # The metrics say the same.
+        text = generate_latest(REGISTRY).decode()
+        assert 'nodeops_cycling_requests{phase="Successful"} 1.0' in text
+        assert 'nodeops_cycling_transitions_total{kind="CycleNodeRequest",phase="Successful"}' in text
+        assert "nodeops_cycling_nodes_cycled_total" in text
