@@ -5,8 +5,8 @@ from __future__ import annotations
 from prometheus_client import generate_latest
 
 from nodeops.controllers.cycling.keys import CYCLE_TAINT, NODE_FINALIZER
-from nodeops.kube.metrics import REGISTRY
 from nodeops.demo.scenario import demo_scenario, group_names
+from nodeops.kube.metrics import REGISTRY
 
 from .harness import children, nodes, request, wait_phase, world
 
@@ -32,5 +32,7 @@ async def test_a_roll_replaces_every_node() -> None:
         # The metrics say the same.
         text = generate_latest(REGISTRY).decode()
         assert 'nodeops_cycling_requests{phase="Successful"} 1.0' in text
-        assert 'nodeops_cycling_transitions_total{kind="CycleNodeRequest",phase="Successful"}' in text
+        assert (
+            'nodeops_cycling_transitions_total{kind="CycleNodeRequest",phase="Successful"}' in text
+        )
         assert "nodeops_cycling_nodes_cycled_total" in text
