@@ -71,7 +71,7 @@ async def test_the_crds_are_established(api: Api) -> None:
     assert crd["spec"] == crd_for(NodeDrainRule)["spec"]
     status, group = await api.call("GET", "/apis/nodeops.dev/v1alpha1")
     assert status == 200
-    (resource,) = group["resources"]
+    (resource,) = [r for r in group["resources"] if r["name"] == "nodedrainrules"]
     assert resource["name"] == "nodedrainrules"
     assert resource["namespaced"] is False
     assert resource["shortNames"] == ["ndr"]
