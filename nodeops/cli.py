@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from nodeops import __version__
 from nodeops.controllers.cycling import command as cycle_command
 from nodeops.demo import command as demo_command
+from nodeops.controllers.maintenance import command as maintenance_command
 from nodeops.drain import command as drain_command
 from nodeops.kube.logging import configure as configure_logging
 
@@ -52,6 +53,21 @@ def _sim_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     serve.add_argument("--no-controllers", action="store_true", help="serve the API only")
 
 
+class _JoinCommaLists(argparse.Action):
+    """`--controllers a,b --controllers c` means `a,b,c`: each kustomize component of the
+    manifests appends its own flag to the Deployment's arguments."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        before = getattr(namespace, self.dest, None)
+        setattr(namespace, self.dest, f"{before},{values}" if before else str(values))
+
+
 def _run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = sub.add_parser(
         "run",
@@ -62,7 +78,11 @@ def _run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     run.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube)")
     run.add_argument("--context", help="kubeconfig context")
     run.add_argument("--namespace", help="namespace of the operator's own objects")
-    run.add_argument("--controllers", help="comma-separated controllers to run")
+    run.add_argument(
+        "--controllers",
+        action=_JoinCommaLists,
+        help="comma-separated controllers to run; may be repeated",
+    )
     run.add_argument(
         "--leader-elect",
         action=argparse.BooleanOptionalAction,
@@ -72,9 +92,19 @@ def _run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     run.add_argument("--leader-election-id", help="name of the Lease")
     run.add_argument("--leader-election-namespace", help="namespace of the Lease")
     run.add_argument("--leader-election-identity", help="this replica's identity")
-    run.add_argument("--lease-duration", type=float)
-    run.add_argument("--renew-deadline", type=float)
-    run.add_argument("--retry-period", type=float)
+    run.add_argument(
+        "--lease-duration", type=float, help="seconds before a lease not renewed may be taken"
+    )
+    run.add_argument(
+        "--renew-deadline", type=float, help="seconds the leader tries to renew before it stops"
+    )
+    run.add_argument("--retry-period", type=float, help="seconds between lease acquire/renew tries")
+    run.add_argument(
+        "--leader-election-watch",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="while waiting for the Lease, also watch it (on by default; off: poll only)",
+    )
     run.add_argument("--metrics-addr", help="metrics listen address, 0 to disable")
     run.add_argument("--health-addr", help="probe listen address, 0 to disable")
     run.add_argument("--log-level", help="debug, info, warning or error")
@@ -96,20 +126,25 @@ def build_parser() -> argparse.ArgumentParser:
     _run_parser(sub)
     drain_command.add_arguments(sub)
     crds = sub.add_parser("crds", help="print the nodeops CustomResourceDefinitions")
-    crds.add_argument("--output-dir", help="write one <group>_<plural>.yaml per CRD instead")
+    crds.add_argument(
+        "--output-dir",
+        help="write one <group>_<plural>.yaml per CRD and a kustomization.yaml listing them",
+    )
     _sim_parser(sub)
     demo_command.add_arguments(sub)
     cycle_command.add_arguments(sub)
+    maintenance_command.add_arguments(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command in ("drain", "cordon", "uncordon"):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in drain_command.COMMANDS:
         # Commands talk to the user on stdout/stderr; the runtime's logs only when they warn.
         configure_logging("warning", "console")
-        return drain_command.run(args)
+        return drain_command.main(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.command == "crds":
         from nodeops.api import render_crds_yaml, write_all_crd_files
 
@@ -127,6 +162,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return demo_command.run(args)
     if args.command == "cycle":
         return cycle_command.run(args)
+    if args.command == "maintenance":
+        configure_logging("warning", "console")
+        return maintenance_command.run(args)
     if args.command == "sim" and args.sim_command == "serve":
         from nodeops.sim.serve import serve_from_args
 

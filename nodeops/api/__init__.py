@@ -23,6 +23,7 @@ from nodeops.api.cyclenodestatus import CycleNodeStatus
 from nodeops.api.drainrule import DrainBehavior, NodeDrainRule
 from nodeops.api.errors import FieldError, InvalidResource
 from nodeops.api.labelselector import LabelSelector, LabelSelectorRequirement
+from nodeops.api.loadbalancerattachment import LoadBalancerAttachment
 from nodeops.api.meta import API_VERSION, GROUP, VERSION, ObjectMeta
 from nodeops.api.nodegroup import NodeGroup
 from nodeops.api.resource import KindInfo, PrinterColumn, Resource
@@ -43,6 +44,7 @@ __all__ = [
     "KindInfo",
     "LabelSelector",
     "LabelSelectorRequirement",
+    "LoadBalancerAttachment",
     "NodeDrainRule",
     "NodeGroup",
     "ObjectMeta",
@@ -63,4 +65,5 @@ KINDS: Final[tuple[type[Resource], ...]] = (
     CycleNodeRequest,
     CycleNodeStatus,
     NodeGroup,
+    LoadBalancerAttachment,
 )

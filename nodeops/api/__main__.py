@@ -18,7 +18,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m nodeops.api", description="Print or write the nodeops CRD manifests."
     )
     parser.add_argument(
-        "--output-dir", help="write one <group>_<plural>.yaml per CRD here instead of printing"
+        "--output-dir",
+        help="write one <group>_<plural>.yaml per CRD and a kustomization.yaml listing them "
+        "here instead of printing",
     )
     args = parser.parse_args(argv)
     if args.output_dir:

@@ -24,11 +24,13 @@ from nodeops.api.resource import Resource
 
 __all__ = [
     "GENERATED_HEADER",
+    "KUSTOMIZATION_FILE",
     "UnsupportedSchema",
     "all_crds",
     "crd_file_name",
     "crd_file_text",
     "crd_for",
+    "crd_kustomization_text",
     "crds_for",
     "render_crds_yaml",
     "render_yaml",
@@ -40,6 +42,7 @@ __all__ = [
 GENERATED_HEADER: Final = (
     "# Generated from the models in nodeops.api by `python -m nodeops.api`; do not edit.\n"
 )
+KUSTOMIZATION_FILE: Final = "kustomization.yaml"
 
 # The standard texts Kubernetes uses for the envelope fields of every kind.
 _API_VERSION_DOC: Final = (
@@ -239,7 +242,7 @@ def render_crds_yaml() -> str:
 
 
 def write_all_crd_files(directory: str | Path) -> list[Path]:
-    """Regenerate the per-kind manifests (`deploy/crds/` in the repository) in `directory`."""
+    """Regenerate the per-kind manifests (`manifests/crds/` in the repository) in `directory`."""
     return write_crd_files(all_crds(), directory)
 
 
@@ -277,8 +280,20 @@ def crd_file_text(crd: Mapping[str, Any]) -> str:
     return GENERATED_HEADER + render_yaml([crd])
 
 
+def crd_kustomization_text(file_names: Iterable[str]) -> str:
+    """A kustomization listing the CRD files, so the directory is a kustomize base of its own
+    and a new kind is installed by every overlay as soon as its file is regenerated."""
+    body = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": sorted(file_names),
+    }
+    return GENERATED_HEADER + yaml.safe_dump(body, sort_keys=False, default_flow_style=False)
+
+
 def write_crd_files(crds: Iterable[Mapping[str, Any]], directory: str | Path) -> list[Path]:
-    """Write one file per CRD into `directory`; the paths written, in order."""
+    """Write one file per CRD and a kustomization listing them into `directory`; the paths
+    written, in order (the kustomization last)."""
     target = Path(directory)
     target.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
@@ -286,4 +301,7 @@ def write_crd_files(crds: Iterable[Mapping[str, Any]], directory: str | Path) ->
         path = target / crd_file_name(crd)
         path.write_text(crd_file_text(crd), encoding="utf-8")
         written.append(path)
+    kustomization = target / KUSTOMIZATION_FILE
+    kustomization.write_text(crd_kustomization_text(p.name for p in written), encoding="utf-8")
+    written.append(kustomization)
     return written

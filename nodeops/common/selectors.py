@@ -178,6 +178,12 @@ def _label_key_errors(key: str) -> list[str]:
     return errs
 
 
+# The same Go formatting for other validation messages (the simulator's admission rules).
+go_quote = _go_quote
+go_json = _go_json
+label_key_errors = _label_key_errors
+
+
 def _label_value_errors(value: str) -> list[str]:
     errs: list[str] = []
     if _byte_len(value) > _LABEL_MAX:

@@ -52,6 +52,8 @@ ENTRY_POINT_GROUP: Final = "nodeops.controllers"
 BUILTIN: tuple[str, ...] = (
     "nodeops.controllers.cycling",
     "nodeops.controllers.cycling:OBSERVER_PLUGIN",
+    "nodeops.controllers.detacher",
+    "nodeops.controllers.maintenance",
 )
 
 _NAME: Final = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")

@@ -25,6 +25,7 @@ import orjson
 import structlog
 
 from nodeops import __version__
+from nodeops.common import watchlines
 from nodeops.kube import errors
 from nodeops.kube.metrics import (
     REST_LATENCY,
@@ -278,10 +279,12 @@ class Client:
                 if resp.status >= 400:
                     raise errors.error_for(
                         resp.status,
-                        _status_of(payload),
+                        errors.status_of(payload),
                         method,
                         url,
-                        retry_after_header=_retry_after(resp.headers.get("Retry-After")),
+                        retry_after_header=errors.retry_after_header(
+                            resp.headers.get("Retry-After")
+                        ),
                     )
                 if raw:
                     return payload
@@ -427,24 +430,11 @@ class Client:
             ) as resp:
                 REST_REQUESTS.labels(str(resp.status), "WATCH", self.host).inc()
                 if resp.status >= 400:
-                    raise errors.error_for(resp.status, _status_of(await resp.read()), "GET", url)
-                buf = b""
-                async for chunk in resp.content.iter_any():
-                    buf += chunk
-                    if b"\n" not in chunk:
-                        continue
-                    *lines, buf = buf.split(b"\n")
-                    for line in lines:
-                        if not line:
-                            continue
-                        event = orjson.loads(line)
-                        etype = event.get("type")
-                        if etype == "ERROR":
-                            status = event.get("object") or {}
-                            raise errors.error_for(
-                                int(status.get("code") or 500), status, "WATCH", url
-                            )
-                        yield WatchEvent(etype, event.get("object") or {})
+                    raise errors.error_for(
+                        resp.status, errors.status_of(await resp.read()), "GET", url
+                    )
+                async for etype, obj in watchlines.events(resp.content.iter_any(), url):
+                    yield WatchEvent(etype, obj)
         except TimeoutError:
             raise errors.RequestTimeout(f"watch {res.key}: no data for {stall}s") from None
         except aiohttp.ClientPayloadError as exc:
@@ -676,15 +666,6 @@ def _idempotent(method: str, body: Any, content_type: str) -> bool:
     return False
 
 
-def _retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None  # an HTTP date: kube-apiserver never sends one
-
-
 def _check_scope(res: Resource, namespace: str | None) -> None:
     if namespace and not res.namespaced:
         raise ValueError(f"{res.key} are cluster-scoped; no namespace ({namespace!r}) applies")
@@ -722,11 +703,3 @@ def _patch_changes(current: Any, patch: Any) -> bool:
 
 def _params(**kwargs: str | None) -> dict[str, str]:
     return {k: v for k, v in kwargs.items() if v is not None and v != ""}
-
-
-def _status_of(payload: bytes) -> dict[str, Any] | None:
-    try:
-        decoded = orjson.loads(payload)
-    except orjson.JSONDecodeError:
-        return {"message": payload.decode(errors="replace")[:500]}
-    return decoded if isinstance(decoded, dict) else None

@@ -371,6 +371,7 @@ class Controller:
         await self.wait_for_sources()
         if self.stopping.is_set():
             return
+        self._workers = [t for t in self._workers if not t.done()]
         for i in range(self.max_concurrent_reconciles):
             self._workers.append(
                 asyncio.create_task(self._worker(), name=f"controller:{self.name}:{i}")
@@ -414,8 +415,10 @@ class Controller:
             return
         if not task.done():
             task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        # A task that had died is not re-raised here: its end was reported when it happened.
+        await asyncio.wait({task})
+        if not task.cancelled() and task.exception() is not None:
+            self._log.debug("stopped a controller that had failed", error=str(task.exception()))
         self._workers.clear()
 
     async def _worker(self) -> None:

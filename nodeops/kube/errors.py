@@ -1,99 +1,57 @@
-"""Typed API errors carrying the server's `Status`, so callers branch on kind, not on codes."""
+"""Typed errors of the runtime: the API's (carrying the server's `Status`, shared with the
+simulator's client in `nodeops.common.apierrors`) and the runtime's own (deadlines, broken
+connections, caches that are not synced or lag behind), so callers branch on kind, not on codes.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from nodeops.common.apierrors import (
+    AlreadyExists,
+    ApiError,
+    BadRequest,
+    Conflict,
+    Forbidden,
+    Gone,
+    Invalid,
+    KubeError,
+    MethodNotAllowed,
+    NotFound,
+    ServerError,
+    ServerTimeout,
+    TooManyRequests,
+    Unauthorized,
+    UnsupportedMediaType,
+    error_for,
+    retry_after_header,
+    status_of,
+)
 
-
-class KubeError(Exception):
-    """Anything that went wrong talking to the API server."""
-
-
-class ApiError(KubeError):
-    """The API server answered with a failure `Status`."""
-
-    def __init__(
-        self,
-        code: int,
-        status: dict[str, Any] | None,
-        method: str = "",
-        url: str = "",
-        *,
-        retry_after_header: float | None = None,
-    ):
-        self.code = code
-        self.retry_after_header = retry_after_header
-        self.status: dict[str, Any] = status or {}
-        self.reason: str = self.status.get("reason", "") or ""
-        self.message: str = self.status.get("message", "") or f"HTTP {code}"
-        self.details: dict[str, Any] = self.status.get("details") or {}
-        self.method = method
-        self.url = url
-        super().__init__(f"{self.message} ({code} {self.reason})".strip())
-
-    @property
-    def retry_after(self) -> float | None:
-        """Seconds the server asked us to wait: the `Retry-After` header, else the Status's."""
-        if self.retry_after_header is not None:
-            return self.retry_after_header
-        value = self.details.get("retryAfterSeconds")
-        return float(value) if value is not None else None
-
-    @property
-    def causes(self) -> list[dict[str, Any]]:
-        return list(self.details.get("causes") or [])
-
-
-class BadRequest(ApiError):
-    pass
-
-
-class Unauthorized(ApiError):
-    pass
-
-
-class Forbidden(ApiError):
-    pass
-
-
-class NotFound(ApiError):
-    pass
-
-
-class MethodNotAllowed(ApiError):
-    pass
-
-
-class Conflict(ApiError):
-    """409: a stale resourceVersion or a failed precondition."""
-
-
-class AlreadyExists(Conflict):
-    pass
-
-
-class Gone(ApiError):
-    """410: the resourceVersion asked for is older than the server keeps (`Expired`)."""
-
-
-class UnsupportedMediaType(ApiError):
-    pass
-
-
-class Invalid(ApiError):
-    """422: the object failed validation; `causes` name the fields."""
-
-
-class TooManyRequests(ApiError):
-    """429: throttled, or an eviction refused by a PodDisruptionBudget."""
-
-
-class ServerError(ApiError):
-    """5xx."""
-
-
-class ServerTimeout(ServerError):
-    pass
+__all__ = [
+    "AlreadyExists",
+    "ApiError",
+    "BadRequest",
+    "CacheLagging",
+    "CacheSyncTimeout",
+    "Conflict",
+    "ConnectionFailed",
+    "Forbidden",
+    "Gone",
+    "Invalid",
+    "KubeError",
+    "MethodNotAllowed",
+    "NotFound",
+    "NotSynced",
+    "RequestTimeout",
+    "ServerError",
+    "ServerTimeout",
+    "TooManyRequests",
+    "Unauthorized",
+    "UnsupportedMediaType",
+    "error_for",
+    "is_retryable",
+    "retry_after_header",
+    "status_of",
+]
 
 
 class RequestTimeout(KubeError):
@@ -122,37 +80,6 @@ class CacheLagging(KubeError):
     Raised by the manager's client instead of returning, so the caller never reads its own
     write's older version from the cache; the reconcile is retried and finds the write done.
     """
-
-
-_BY_CODE: dict[int, type[ApiError]] = {
-    400: BadRequest,
-    401: Unauthorized,
-    403: Forbidden,
-    404: NotFound,
-    405: MethodNotAllowed,
-    409: Conflict,
-    410: Gone,
-    415: UnsupportedMediaType,
-    422: Invalid,
-    429: TooManyRequests,
-    504: ServerTimeout,
-}
-
-
-def error_for(
-    code: int,
-    status: dict[str, Any] | None,
-    method: str = "",
-    url: str = "",
-    *,
-    retry_after_header: float | None = None,
-) -> ApiError:
-    if code == 409 and (status or {}).get("reason") == "AlreadyExists":
-        return AlreadyExists(code, status, method, url)
-    cls = _BY_CODE.get(code)
-    if cls is None:
-        cls = ServerError if code >= 500 else ApiError
-    return cls(code, status, method, url, retry_after_header=retry_after_header)
 
 
 def is_retryable(exc: BaseException) -> bool:

@@ -51,40 +51,30 @@ async def _edit(
 ) -> dict[str, Any]:
     current: Mapping[str, Any] = obj
     name, namespace = o.name(obj), o.namespace(obj) or None
-    if not o.resource_version(current):
-        # Nothing to guard the write with: decide on what the server holds.
-        try:
-            current = await client.get(resource, name, namespace)
-        except errors.NotFound:
-            if add:
-                raise
-            return dict(current)
-    for _ in range(_ATTEMPTS):
-        present = o.has_finalizer(current, finalizer)
-        if present == add:
-            return dict(current)
-        names = o.finalizers(current)
-        names = [*names, finalizer] if add else [f for f in names if f != finalizer]
-        try:
-            return await client.patch(
-                resource,
-                name,
-                {"metadata": {"finalizers": names or None}},
-                namespace,
-                resource_version=o.resource_version(current),
-            )
-        except errors.Conflict:
-            pass
-        except errors.NotFound:
-            if add:
-                raise
-            return dict(current)
-        try:
-            current = await client.get(resource, name, namespace)
-        except errors.NotFound:
-            if add:
-                raise
-            return dict(current)
+    # An object without a resourceVersion cannot guard a write: decide on the server's copy.
+    fresh = bool(o.resource_version(current))
+    try:
+        for _ in range(_ATTEMPTS):
+            if not fresh:
+                current = await client.get(resource, name, namespace)
+            if o.has_finalizer(current, finalizer) == add:
+                return dict(current)
+            names = o.finalizers(current)
+            names = [*names, finalizer] if add else [f for f in names if f != finalizer]
+            try:
+                return await client.patch(
+                    resource,
+                    name,
+                    {"metadata": {"finalizers": names or None}},
+                    namespace,
+                    resource_version=o.resource_version(current),
+                )
+            except errors.Conflict:
+                fresh = False  # someone wrote meanwhile: read again, decide again
+    except errors.NotFound:
+        if add:
+            raise
+        return dict(current)
     raise errors.Conflict(
         409,
         {

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
-import gc
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -26,6 +25,7 @@ from typing import Any
 import orjson
 import structlog
 
+from nodeops.common.gcpause import paused_gc
 from nodeops.common.jsonbytes import dumps_exact
 from nodeops.common.selectors import (
     FieldSelector,
@@ -37,7 +37,9 @@ from nodeops.common.selectors import (
 from nodeops.kube import errors
 from nodeops.kube.client import Client
 from nodeops.kube.metrics import (
+    INFORMER_LIST_WATCH_FAILURES,
     INFORMER_LISTS,
+    INFORMER_OBJECT_ERRORS,
     INFORMER_OBJECTS,
     INFORMER_WATCH_RESTARTS,
     READ_YOUR_WRITES_WAIT,
@@ -228,6 +230,10 @@ class Informer:
         self._selectors: tuple[LabelSelector | None, FieldSelector | None] | None = None
         self.backoff = Backoff()
         self.last_error: BaseException | None = None
+        # Consecutive failed list/watch attempts since the watch last delivered anything;
+        # `problem()` reports the informer as failing from `unhealthy_after` on.
+        self.failures = 0
+        self.unhealthy_after = 3
         self._task: asyncio.Task[None] | None = None
         self._log = log.bind(resource=resource.key, namespace=namespace or "")
         if resource.namespaced:
@@ -244,7 +250,12 @@ class Informer:
         index: dict[str, set[str]] = {}
         values: dict[str, tuple[str, ...]] = {}
         for key, raw in self._items.items():
-            vals = tuple(fn(orjson.loads(raw)))
+            obj = orjson.loads(raw)
+            try:
+                vals = tuple(fn(obj))
+            except Exception as exc:
+                self._object_failed(f"indexer {name}", obj, exc)
+                continue
             values[key] = vals
             for v in vals:
                 index.setdefault(v, set()).add(key)
@@ -273,6 +284,33 @@ class Informer:
     @property
     def started(self) -> bool:
         return self._task is not None and not self._task.done()
+
+    @property
+    def task(self) -> asyncio.Task[None] | None:
+        """The list/watch task once started (for supervision)."""
+        return self._task
+
+    def problem(self) -> str | None:
+        """Why this cache cannot be trusted now, or None: for readiness checks.
+
+        Not synced yet, its task ended, or list/watch failing again and again (a 403 after
+        RBAC changed, a 404 after a CRD was removed): each makes the cache silently stale, so
+        each is reported rather than served as if it were true.
+        """
+        name = self.resource.key + self._describe()
+        if self._task is not None and self._task.done():
+            return f"{name}: list/watch stopped"
+        if self.failures >= self.unhealthy_after:
+            return f"{name}: {self.failures} list/watch attempts failed in a row: {self.last_error}"
+        if not self._synced.is_set():
+            return f"{name}: not synced" + (f" ({self.last_error})" if self.last_error else "")
+        return None
+
+    def _recovered(self) -> None:
+        if self.failures:
+            self._log.info("list/watch recovered", after_failures=self.failures)
+        self.failures = 0
+        self.last_error = None
 
     async def wait_synced(self) -> None:
         await self._synced.wait()
@@ -432,8 +470,8 @@ class Informer:
 
     # ------------------------------------------------------------------ cache writes
 
-    def _index(self, key: str, obj: Obj | None) -> None:
-        for name, fn in self._indexers.items():
+    def _set_index(self, key: str, new_values: dict[str, tuple[str, ...]] | None) -> None:
+        for name in self._indexers:
             values = self._index_values[name]
             index = self._indices[name]
             old = values.pop(key, ())
@@ -443,23 +481,60 @@ class Informer:
                     bucket.discard(key)
                     if not bucket:
                         del index[v]
-            if obj is not None:
-                new = tuple(fn(obj))
-                if new:
-                    values[key] = new
-                    for v in new:
-                        index.setdefault(v, set()).add(key)
+            new = new_values.get(name, ()) if new_values is not None else ()
+            if new:
+                values[key] = new
+                for v in new:
+                    index.setdefault(v, set()).add(key)
 
-    def _store(self, obj: Obj) -> tuple[str, bytes | None]:
+    def _accept(self, obj: Obj) -> tuple[Obj, bytes | None] | None:
+        """Transform, index and cache one object; returns it and the version it replaced.
+
+        A transform or an indexer that raises on one object (an indexer reading a field a
+        pending pod lacks) must not take the whole cache down: the object is left as the cache
+        had it, the failure is logged and counted in `nodeops_informer_object_errors_total`,
+        and every other object goes on being served.
+        """
+        if self.transform is not None:
+            try:
+                obj = self.transform(obj)
+            except Exception as exc:
+                self._object_failed("transform", obj, exc)
+                return None
+        values: dict[str, tuple[str, ...]] = {}
+        for name, fn in self._indexers.items():
+            try:
+                values[name] = tuple(fn(obj))
+            except Exception as exc:
+                self._object_failed(f"indexer {name}", obj, exc)
+                return None
         key = object_key(obj)
         old = self._items.get(key)
         self._items[key] = dumps_exact(obj)
-        self._index(key, obj)
-        return key, old
+        self._set_index(key, values)
+        return obj, old
+
+    def _transformed_for_delete(self, obj: Obj) -> Obj:
+        """A deleted object for handlers: transformed when possible, as it came otherwise."""
+        if self.transform is None:
+            return obj
+        try:
+            return self.transform(obj)
+        except Exception as exc:
+            self._object_failed("transform", obj, exc)
+            return obj
+
+    def _object_failed(self, stage: str, obj: Obj, exc: Exception) -> None:
+        INFORMER_OBJECT_ERRORS.labels(self.resource.key, stage.partition(" ")[0]).inc()
+        self._log.error(
+            "object skipped: its " + stage + " failed",
+            object=object_key(obj) if isinstance(obj, dict) else repr(obj)[:100],
+            error=f"{type(exc).__name__}: {exc}",
+        )
 
     def _remove(self, key: str) -> bytes | None:
         old = self._items.pop(key, None)
-        self._index(key, None)
+        self._set_index(key, None)
         return old
 
     def _dispatch_add(self, obj: Obj) -> None:
@@ -488,7 +563,6 @@ class Informer:
         INFORMER_LISTS.labels(self.resource.key).inc()
         seen: set[str] = set()
         token: str | None = None
-        transform = self.transform
         rv = ""
         handlers = bool(self._handlers)
         while True:
@@ -500,17 +574,18 @@ class Informer:
                 limit=self.page_size,
                 continue_token=token,
             )
-            with _no_cyclic_gc():
+            with paused_gc:
                 page = orjson.loads(payload)
                 del payload
                 for item in page.get("items") or ():
                     if "kind" not in item:
                         item["kind"] = self.resource.kind
                         item["apiVersion"] = self.resource.api_version
-                    if transform is not None:
-                        item = transform(item)
-                    key, old = self._store(item)
-                    seen.add(key)
+                    seen.add(object_key(item))  # a skipped object keeps what the cache had
+                    accepted = self._accept(item)
+                    if accepted is None:
+                        continue
+                    item, old = accepted
                     if handlers:
                         if old is None:
                             self._dispatch_add(item)
@@ -547,23 +622,27 @@ class Informer:
             if event.type == "BOOKMARK":
                 if rv:
                     self.resource_version = rv
+                if self.failures:
+                    self._recovered()
                 continue
             if "kind" not in obj:
                 obj["kind"] = self.resource.kind
                 obj["apiVersion"] = self.resource.api_version
-            if self.transform is not None:
-                obj = self.transform(obj)
             if event.type in ("ADDED", "MODIFIED"):
-                _, old = self._store(obj)
-                if old is None:
-                    self._dispatch_add(obj)
-                else:
-                    self._dispatch_update(old, obj)
+                accepted = self._accept(obj)
+                if accepted is not None:
+                    obj, old = accepted
+                    if old is None:
+                        self._dispatch_add(obj)
+                    else:
+                        self._dispatch_update(old, obj)
             elif event.type == "DELETED":
                 self._remove(object_key(obj))
-                self._dispatch_delete(obj)
+                self._dispatch_delete(self._transformed_for_delete(obj))
             if rv:
                 self.resource_version = rv
+            if self.failures:
+                self._recovered()
         INFORMER_OBJECTS.labels(self.resource.key).set(len(self._items))
 
     async def run(self) -> None:
@@ -582,7 +661,7 @@ class Informer:
                             self._log.debug("informer synced", objects=len(self._items))
                     await self._watch()
                     INFORMER_WATCH_RESTARTS.labels(self.resource.key, "timeout").inc()
-                    self.last_error = None
+                    self._recovered()
                 except errors.Gone:
                     INFORMER_WATCH_RESTARTS.labels(self.resource.key, "expired").inc()
                     self._log.info(
@@ -591,14 +670,27 @@ class Informer:
                     need_list = True
                 except asyncio.CancelledError:
                     raise
-                except (errors.KubeError, OSError, ValueError) as exc:
+                except Exception as exc:
+                    # Whatever went wrong (the API, the connection, a malformed event, a bug on
+                    # our side), the cache must not freeze: back off, and relist unless it was
+                    # only the connection.
                     self.last_error = exc
+                    self.failures += 1
                     INFORMER_WATCH_RESTARTS.labels(self.resource.key, "error").inc()
+                    INFORMER_LIST_WATCH_FAILURES.labels(self.resource.key, _error_kind(exc)).inc()
                     delay = self.backoff.next(loop.time())
+                    expected = isinstance(exc, errors.KubeError | OSError)
                     self._log.warning(
-                        "list/watch failed, retrying", error=str(exc), retry_in=round(delay, 2)
+                        "list/watch failed, retrying",
+                        error=str(exc) or type(exc).__name__,
+                        error_type=type(exc).__name__,
+                        failures=self.failures,
+                        retry_in=round(delay, 2),
+                        exc_info=not expected,
                     )
-                    if isinstance(exc, errors.ApiError) and exc.code in (400, 401, 403, 404):
+                    if not expected or (
+                        isinstance(exc, errors.ApiError) and exc.code in (400, 401, 403, 404)
+                    ):
                         need_list = True
                     await asyncio.sleep(delay)
         finally:
@@ -625,11 +717,18 @@ class Informer:
         return self._task
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        """Stop listing and watching; the cache keeps what it holds.
+
+        A task that had already died is not re-raised here: its end was reported (and, under a
+        manager, handled) when it happened.
+        """
+        task, self._task = self._task, None
+        if task is None:
+            return
+        task.cancel()
+        await asyncio.wait({task})
+        if not task.cancelled() and task.exception() is not None:
+            self._log.debug("stopped an informer that had failed", error=str(task.exception()))
 
 
 class InformerFactory:
@@ -655,6 +754,8 @@ class InformerFactory:
         self.read_your_writes_timeout = read_your_writes_timeout
         self._informers: dict[InformerKey, Informer] = {}
         self._started = False
+        # Called with each informer the factory starts (the manager supervises them).
+        self.on_start: list[Callable[[Informer], None]] = []
         if read_your_writes:
             client.write_observers.append(self)
 
@@ -704,7 +805,7 @@ class InformerFactory:
             )
             self._informers[key] = inf
             if self._started:
-                inf.start()
+                self._start(inf)
         for name, fn in (indexers or {}).items():
             inf.add_indexer(name, fn)
         return inf
@@ -719,7 +820,14 @@ class InformerFactory:
     def start(self) -> None:
         self._started = True
         for inf in self._informers.values():
-            inf.start()
+            self._start(inf)
+
+    def _start(self, inf: Informer) -> None:
+        if inf.started:
+            return
+        inf.start()
+        for hook in self.on_start:
+            hook(inf)
 
     async def wait_synced(self, timeout: float | None = None) -> bool:
         waits = [inf.wait_synced() for inf in self._informers.values()]
@@ -811,6 +919,13 @@ def _gone(inf: Informer, key: str, uid: str | None) -> Callable[[], bool]:
     return check
 
 
+def _error_kind(exc: BaseException) -> str:
+    """The `error` label of a failed list/watch: the HTTP code, or the exception's type."""
+    if isinstance(exc, errors.ApiError):
+        return str(exc.code)
+    return type(exc).__name__
+
+
 def _field_value(obj: Mapping[str, Any], path: str) -> str:
     """An object's field as a field selector compares it: a string, "" when absent."""
     value: Any = obj
@@ -823,25 +938,6 @@ def _field_value(obj: Mapping[str, Any], path: str) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
-
-
-@contextlib.contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    """Keep the cyclic garbage collector out of decoding and caching one list page.
-
-    A page of 500 pods decodes into some 50,000 containers; each allocation burst triggers
-    collections, and the full ones walk everything the cache holds, so a 150,000-pod sync spent
-    more time collecting than decoding (quadratic in the cache's size). Decoded JSON has no
-    reference cycles, so nothing is lost by not looking for them; reference counting frees the
-    page as soon as it is processed. The section never awaits, so no other task runs under it.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _release_free_memory() -> None:

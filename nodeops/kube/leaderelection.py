@@ -17,6 +17,15 @@ cluster administrator reads our Lease exactly as theirs:
 - On a graceful stop the leader writes the Lease with no holder, so a successor need not wait out
   the lease duration.
 
+Beyond client-go, a candidate also watches its Lease while it waits (a watch on that one object).
+The watch only decides *when* the next attempt is made, never whether it may succeed: a released
+or deleted lease is attempted at once instead of at the next jittered retry (a handover after a
+graceful stop then takes a round trip, not 2-4.4 s), and a lease whose holder stopped renewing is
+attempted the moment it expires by our local observation (which the watch makes precise, seeing
+every renewal as it lands). Each attempt is still client-go's read-check-PUT guarded by the
+resourceVersion, so a watch that lags, is cut or never delivers costs speed, not safety: the
+jittered retries go on underneath as before.
+
 Where client-go has known gaps they are closed here rather than copied: the renew deadline is
 counted from the start of the last successful renewal (client-go adds a retry period on top, which
 can exceed the lease duration), every call carries a deadline, a renewal that finds another holder
@@ -51,6 +60,10 @@ JITTER_FACTOR = 1.2
 candidates started together do not keep hitting the server in lockstep."""
 
 _MICRO_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
+# A lease watch that ends sooner than this counts as failed and is reopened with backoff (up to
+# the maximum), so a server that ends every watch at once is not hammered.
+_WATCH_MIN_LIFE = 1.0
+_WATCH_MAX_BACKOFF = 30.0
 
 
 class LeadershipLost(Exception):
@@ -86,6 +99,9 @@ class LeaderElectionConfig:
     renew_deadline: float = 10.0
     retry_period: float = 2.0
     release_on_cancel: bool = True
+    watch_lease: bool = True
+    """While waiting to acquire, also watch the Lease (see the module docstring); False gives
+    client-go's polling alone."""
 
     def __post_init__(self) -> None:
         for field_name in ("namespace", "name", "identity"):
@@ -201,6 +217,11 @@ class LeaderElector:
         # from the start, not the answer, keeps the deadline ahead of the server's write.
         self._renewed_at = 0.0
         self._reported_leader = ""
+        # Set by the lease watch on every event, so a waiting candidate re-plans its next attempt.
+        self._changed = asyncio.Event()
+        # The watch saw the lease released or deleted since the last attempt started.
+        self._free_seen = False
+        self._attempt_started = 0.0
 
     # ------------------------------------------------------------------ state
 
@@ -355,17 +376,107 @@ class LeaderElector:
     # ------------------------------------------------------------------ acquire and renew
 
     async def _acquire(self) -> None:
-        """Try at once, then every retry period with jitter, until the lease is ours."""
+        """Try at once, then every retry period with jitter, until the lease is ours.
+
+        With `watch_lease`, the lease watch may bring an attempt forward (see `_wait_to_retry`).
+        """
+        watch: asyncio.Task[None] | None = None
+        if self.config.watch_lease:
+            watch = asyncio.create_task(self._watch_lease(), name=f"watch:{self.config.name}")
+        try:
+            while True:
+                started = self._attempt_started = self._loop_time()
+                self._free_seen = False
+                outcome = await self._attempt(renewing=False)
+                if outcome is _Outcome.OK:
+                    self._renewed_at = started
+                    return
+                if outcome is _Outcome.HELD:
+                    self._log.debug("lease is held by another candidate", leader=self.leader)
+                await self._wait_to_retry(watching=watch is not None and not watch.done())
+        finally:
+            if watch is not None:
+                watch.cancel()
+                await asyncio.wait({watch})
+
+    async def _wait_to_retry(self, *, watching: bool) -> None:
+        """Sleep a jittered retry period, as client-go does, or less when the watch says so.
+
+        While the watch runs, the attempt comes as soon as the lease is seen released or deleted,
+        or at the moment the holder's record expires by our observation. An expiry at or before
+        the last attempt's start does not count again, so a failed attempt (a lost race, a server
+        error) falls back to the jittered period instead of retrying in a tight loop.
+        """
         period = self.config.retry_period
+        deadline = self._loop_time() + period + random.random() * JITTER_FACTOR * period
         while True:
-            started = self._loop_time()
-            outcome = await self._attempt(renewing=False)
-            if outcome is _Outcome.OK:
-                self._renewed_at = started
+            if watching:
+                if self._free_seen:
+                    return
+                expiry = self._expires_at()
+                if expiry is not None and expiry > self._attempt_started:
+                    deadline = min(deadline, expiry)
+            if self._loop_time() >= deadline:
                 return
-            if outcome is _Outcome.HELD:
-                self._log.debug("lease is held by another candidate", leader=self.leader)
-            await asyncio.sleep(period + random.random() * JITTER_FACTOR * period)
+            self._changed.clear()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await self._changed.wait()
+            except TimeoutError:
+                return
+
+    def _expires_at(self) -> float | None:
+        """When the record held by someone else expires by our observation, on the loop clock.
+
+        A millisecond late: at the instant itself the record still counts as valid.
+        """
+        if self._record is None or not self._record.holder or self._holds_record():
+            return None
+        seconds = self._record.lease_duration_seconds or self.config.lease_duration
+        return self._observed_at + seconds + 0.001
+
+    async def _watch_lease(self) -> None:
+        """Feed every change of the lease into our observation and wake the waiting candidate.
+
+        A watch that fails is reopened with backoff (its first event is the lease as it is now);
+        one the server refuses outright (no RBAC for watch, say) is given up, leaving the
+        jittered retries alone, exactly client-go's behaviour.
+        """
+        cfg = self.config
+        failures = 0
+        while True:
+            opened = self._loop_time()
+            try:
+                async for event in self.client.watch(
+                    LEASES,
+                    cfg.namespace,
+                    field_selector=f"metadata.name={cfg.name}",
+                    timeout_seconds=random.randint(300, 600),
+                ):
+                    failures = 0
+                    if event.type in ("ADDED", "MODIFIED"):
+                        if not self._observe(event.object).holder:
+                            self._free_seen = True
+                    elif event.type == "DELETED":
+                        self._free_seen = True
+                    self._changed.set()
+                # The server ended the watch (its timeout): reopen, unless it ends them at once.
+                if self._loop_time() - opened >= _WATCH_MIN_LIFE:
+                    continue
+                failures += 1
+            except (errors.Forbidden, errors.MethodNotAllowed, errors.NotFound) as exc:
+                self._log.warning("cannot watch lease, polling only", error=str(exc))
+                return
+            except errors.KubeError as exc:
+                failures += 1
+                self._log.debug("lease watch failed", error=str(exc))
+            except Exception:
+                # Whatever went wrong (a body that does not decode, say), the watch is only an
+                # accelerator: log it, back off and try again; polling goes on meanwhile.
+                failures += 1
+                self._log.warning("lease watch failed unexpectedly", exc_info=True)
+            delay = min(_WATCH_MAX_BACKOFF, _WATCH_MIN_LIFE * 2 ** min(failures - 1, 6))
+            await asyncio.sleep(delay * (0.5 + random.random() / 2))
 
     async def _renew(self) -> None:
         """Renew every retry period; raise `LeadershipLost` once the renew deadline passes.

@@ -19,7 +19,7 @@ import contextlib
 import enum
 import socket
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -84,6 +84,17 @@ class _RunnableEntry:
     task: asyncio.Task[None] | None = None
 
 
+@dataclass(eq=False)
+class _Supervised:
+    """A task the manager keeps alive: how to start it again, and how often it already did."""
+
+    kind: str  # informer, controller or runnable
+    name: str
+    restart: Callable[[], asyncio.Task[Any]]
+    restarts: list[float] = field(default_factory=list)
+    dead: str | None = None
+
+
 class _Outcome(enum.Enum):
     DONE = "done"
     STOPPED = "stop requested"
@@ -114,6 +125,9 @@ class Manager:
         read_your_writes_timeout: float = 30.0,
         event_source: str = "nodeops",
         event_instance: str | None = None,
+        restart_limit: int = 3,
+        restart_window: float = 600.0,
+        restart_backoff: float = 1.0,
     ) -> None:
         self.client = client
         self.informers = InformerFactory(
@@ -137,10 +151,18 @@ class Manager:
         self._running = False
         self._elector: LeaderElector | None = None
         self._caches_synced = False
+        # Supervision: a task that dies unexpectedly is restarted (with backoff) up to
+        # `restart_limit` times within `restart_window` seconds; beyond that `run` returns 1.
+        self.restart_limit = restart_limit
+        self.restart_window = restart_window
+        self.restart_backoff = restart_backoff
+        self._supervised: dict[int, _Supervised] = {}
+        self.informers.on_start.append(self._supervise_informer)
         self.readiness = Checks("/readyz")
         self.health = Checks("/healthz")
         self.health.add("ping", lambda: None)
         self.readiness.add("informers", self._informers_ready)
+        self.readiness.add("tasks", self._tasks_ready)
         health = parse_addr(health_addr)
         metrics = parse_addr(metrics_addr)
         self.health_endpoint = _HttpEndpoint(self._health_app(), health) if health else None
@@ -220,10 +242,12 @@ class Manager:
     def _informers_ready(self) -> str | None:
         if not self._caches_synced:
             return "caches not synced yet"
-        unsynced = [i.resource.key for i in self._all_informers() if not i.has_synced]
-        if unsynced:
-            return f"not synced: {', '.join(sorted(set(unsynced)))}"
-        return None
+        problems = [p for p in (i.problem() for i in self._all_informers()) if p is not None]
+        return "; ".join(sorted(problems)) or None
+
+    def _tasks_ready(self) -> str | None:
+        dead = [f"{s.kind} {s.name}: {s.dead}" for s in self._supervised.values() if s.dead]
+        return "; ".join(sorted(dead)) or None
 
     # ------------------------------------------------------------------ http
 
@@ -258,8 +282,7 @@ class Manager:
             self.events.start()
             self.informers.start()
             for inf in self._all_informers():
-                if not inf.started:
-                    inf.start()
+                self._start_informer(inf)
             outcome, synced = await self._wait(self._wait_caches())
             if outcome is not _Outcome.DONE:
                 return EXIT_OK
@@ -352,38 +375,108 @@ class Manager:
 
     # ------------------------------------------------------------------ supervision
 
+    def _start_informer(self, inf: Informer) -> None:
+        if not inf.started:
+            inf.start()
+        self._supervise_informer(inf)
+
+    def _supervise_informer(self, inf: Informer) -> None:
+        if id(inf) in self._supervised or inf.task is None:
+            return
+
+        def restart() -> asyncio.Task[Any]:
+            inf.start()
+            assert inf.task is not None
+            return inf.task
+
+        name = inf.resource.key + (f"@{inf.namespace}" if inf.namespace else "")
+        record = _Supervised("informer", name, restart)
+        self._supervised[id(inf)] = record
+        self._watch_task(inf.task, record)
+
     def _start_controller(self, controller: Controller) -> None:
         if controller.task is not None and not controller.task.done():
             return
-        task = controller.start()
-        task.add_done_callback(lambda t: self._task_done(t, "controller", controller.name))
+        for inf in controller.sources:
+            self._start_informer(inf)
+        record = _Supervised("controller", controller.name, controller.start)
+        self._supervised[id(controller)] = record
+        self._watch_task(controller.start(), record)
 
     def _start_runnable(self, entry: _RunnableEntry) -> None:
         if entry.task is not None:
             return
-        entry.task = asyncio.create_task(self._run_runnable(entry), name=f"runnable:{entry.name}")
-        entry.task.add_done_callback(lambda t: self._task_done(t, "runnable", entry.name))
+
+        def start() -> asyncio.Task[Any]:
+            entry.task = asyncio.create_task(
+                self._run_runnable(entry), name=f"runnable:{entry.name}"
+            )
+            return entry.task
+
+        record = _Supervised("runnable", entry.name, start)
+        self._supervised[id(entry)] = record
+        self._watch_task(start(), record)
         log.info("runnable started", runnable=entry.name, needs_leader=entry.needs_leader)
 
     async def _run_runnable(self, entry: _RunnableEntry) -> None:
         await entry.fn(self.stopping)
 
-    def _task_done(self, task: asyncio.Task[Any], kind: str, name: str) -> None:
-        if task.cancelled() or self.stopping.is_set():
+    def _watch_task(self, task: asyncio.Task[Any], record: _Supervised) -> None:
+        task.add_done_callback(lambda t: self._task_done(t, record))
+
+    def _task_done(self, task: asyncio.Task[Any], record: _Supervised) -> None:
+        """A supervised task ended: fine when stopping, else restart it or give up."""
+        if self.stopping.is_set() or not self._running:
             return
-        exc = task.exception()
-        if exc is None:
-            if kind == "runnable":
-                log.info("runnable finished", runnable=name)
-                return
-            exc = RuntimeError(f"{kind} {name} ended on its own")
-        RUNNABLE_FAILURES.labels(kind, name).inc()
+        exc: BaseException | None = None
+        if task.cancelled():
+            reason = "cancelled"
+        else:
+            exc = task.exception()
+            if exc is None:
+                if record.kind == "runnable":
+                    log.info("runnable finished", runnable=record.name)
+                    return
+                reason = "ended on its own"
+            else:
+                reason = f"{type(exc).__name__}: {exc}"
         if isinstance(exc, CacheSyncTimeout):
-            log.error("controller cannot start", controller=name, error=str(exc))
+            log.error("controller cannot start", controller=record.name, error=str(exc))
             self._fail(_Failed(EXIT_SYNC_FAILED, str(exc)))
             return
-        log.error(f"{kind} failed", name=name, error=str(exc), exc_info=exc)
-        self._fail(_Failed(EXIT_FAILED, f"{kind} {name} failed: {exc}"))
+        RUNNABLE_FAILURES.labels(record.kind, record.name).inc()
+        record.dead = reason
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        record.restarts = [t for t in record.restarts if now - t < self.restart_window]
+        if len(record.restarts) >= self.restart_limit:
+            log.error(
+                f"{record.kind} died and cannot be restarted",
+                name=record.name,
+                error=reason,
+                restarts=len(record.restarts),
+                exc_info=exc,
+            )
+            message = f"{record.kind} {record.name} died and was not restarted: {reason}"
+            self._fail(_Failed(EXIT_FAILED, message))
+            return
+        delay = self.restart_backoff * 2 ** len(record.restarts)
+        record.restarts.append(now)
+        log.error(
+            f"{record.kind} died, restarting",
+            name=record.name,
+            error=reason,
+            restart_in=delay,
+            exc_info=exc,
+        )
+        loop.call_later(delay, self._restart, record)
+
+    def _restart(self, record: _Supervised) -> None:
+        if self.stopping.is_set() or not self._running:
+            return
+        task = record.restart()
+        record.dead = None
+        self._watch_task(task, record)
 
     def _fail(self, failed: _Failed) -> None:
         if self._failure is not None and not self._failure.done():

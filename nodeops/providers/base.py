@@ -36,9 +36,11 @@ __all__ = [
     "ProviderError",
     "ProviderId",
     "ProviderIdError",
+    "RegistrationState",
     "Server",
     "Servers",
     "ServiceRef",
+    "TargetHealth",
     "node_name",
     "node_provider_id",
     "parse_provider_id",
@@ -313,6 +315,39 @@ class ServiceRef:
         return cls(namespace, name)
 
 
+class RegistrationState(StrEnum):
+    """Where an instance stands in one load balancer target, in words every cloud can map onto.
+
+    `REGISTERED` covers every state in which the load balancer may still send new requests
+    (AWS's initial, healthy, unhealthy, unavailable); `DRAINING` is deregistered with requests
+    still finishing; `UNUSED` is not registered at all (or the load balancer is gone).
+    """
+
+    REGISTERED = "Registered"
+    DRAINING = "Draining"
+    UNUSED = "Unused"
+
+
+@dataclass(frozen=True, slots=True)
+class TargetHealth:
+    """An instance's registration in one target, as the load balancer reports it right now.
+
+    `drain_seconds` is for load balancers that do not report draining themselves (an AWS classic
+    load balancer drops the instance from its list at once and keeps serving its connections for
+    its connection-draining timeout): how long after the deregistration requests may still run.
+    A caller that recorded when it deregistered waits that long; it is 0 where draining is
+    reported as a state.
+    """
+
+    state: RegistrationState
+    detail: str = ""
+    drain_seconds: float = 0.0
+
+    @property
+    def registered(self) -> bool:
+        return self.state is RegistrationState.REGISTERED
+
+
 @dataclass(frozen=True, slots=True)
 class Server:
     """The virtual machine behind a node, as far as deleting it is concerned."""
@@ -416,6 +451,17 @@ class LoadBalancers(Protocol):
         """Send traffic to the instance again; an existing registration is a success."""
         ...
 
+    async def registrations(
+        self, *, among: Sequence[LoadBalancerTarget] | None = None
+    ) -> dict[str, list[LoadBalancerTarget]]:
+        """Every instance registered (not draining) in the load balancers, with its targets.
+
+        One scan for all instances, which a caller caches instead of scanning once per node;
+        `among` narrows it to known load balancers as in `targets_of`. Instances registered
+        nowhere are absent.
+        """
+        ...
+
     async def targets_behind_services(
         self,
         services: Sequence[ServiceRef],
@@ -443,6 +489,12 @@ class LoadBalancerDraining(Protocol):
 
         Raises a retryable `ProviderError` with code `Timeout` if draining outlasts `timeout`.
         """
+        ...
+
+    async def target_health(self, target: LoadBalancerTarget, instance_id: str) -> TargetHealth:
+        """The instance's registration in the target now, without waiting: for reconcilers
+        that requeue rather than block. A target without a port sums up every port: registered
+        on any, else draining on any, else unused."""
         ...
 
 

@@ -35,8 +35,10 @@ from nodeops.providers.base import (
     LoadBalancerTarget,
     NodeGroup,
     ProviderError,
+    RegistrationState,
     Server,
     ServiceRef,
+    TargetHealth,
     node_name,
     node_provider_id,
 )
@@ -448,6 +450,34 @@ class SimProvider(BaseProvider):
 
         return _parse(operation, convert, data)
 
+    async def registrations(
+        self, *, among: Sequence[LoadBalancerTarget] | None = None
+    ) -> dict[str, list[LoadBalancerTarget]]:
+        """Every instance's registrations that are not draining, from one listing."""
+        operation = "loadbalancers.list"
+        data = await self._call("GET", "/loadbalancers", operation=operation)
+        wanted = None if among is None else {(t.kind, t.name) for t in among}
+
+        def convert(d: Any) -> dict[str, list[LoadBalancerTarget]]:
+            found: dict[str, set[LoadBalancerTarget]] = {}
+            for lb in d["loadBalancers"]:
+                kind, name = str(lb["type"]), str(lb["name"])
+                if wanted is not None and (kind, name) not in wanted:
+                    continue
+                for row in lb["targets"]:
+                    if row["state"] == "draining":
+                        continue
+                    port = None if kind == CLASSIC else int(row["port"])
+                    found.setdefault(str(row["instanceId"]), set()).add(
+                        LoadBalancerTarget(kind, name, port)
+                    )
+            return {
+                iid: sorted(targets, key=lambda t: (t.kind, t.name, t.port or 0))
+                for iid, targets in sorted(found.items())
+            }
+
+        return _parse(operation, convert, data)
+
     async def deregister(self, target: LoadBalancerTarget, instance_id: str) -> None:
         """Start draining; without a port, every port the instance is registered on."""
         operation = "targets.deregister"
@@ -561,6 +591,37 @@ class SimProvider(BaseProvider):
                     operation="wait_drained",
                 )
             await asyncio.sleep(min(self.config.poll_interval, remaining))
+
+    async def target_health(self, target: LoadBalancerTarget, instance_id: str) -> TargetHealth:
+        """The cloud's target states: draining until the deregistration delay is over."""
+        operation = "targets.list"
+        self._check_kind(target, operation)
+        try:
+            data = await self._call(
+                "GET",
+                f"/loadbalancers/{_q(target.name)}/targets",
+                operation=operation,
+                params=[("instanceId", instance_id)],
+            )
+        except ProviderError as exc:
+            if exc.code == "LoadBalancerNotFound":
+                return TargetHealth(RegistrationState.UNUSED, "LoadBalancerNotFound")
+            raise
+        states = _parse(
+            operation,
+            lambda d: [
+                str(r["state"])
+                for r in d["targets"]
+                if target.kind == CLASSIC or target.port is None or r["port"] == target.port
+            ],
+            data,
+        )
+        live = [s for s in states if s != "draining"]
+        if live:
+            return TargetHealth(RegistrationState.REGISTERED, live[0])
+        if states:
+            return TargetHealth(RegistrationState.DRAINING, "draining")
+        return TargetHealth(RegistrationState.UNUSED, "NotRegistered")
 
     # -- Servers -------------------------------------------------------------------------------
 

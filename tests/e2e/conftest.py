@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -46,6 +47,13 @@ def stop(proc: subprocess.Popen[str], sig: int = signal.SIGTERM, timeout: float 
 @pytest.fixture
 def sim_cluster(tmp_path: Path) -> Iterator[Path]:
     """A `nodeops sim serve` process; yields its kubeconfig path."""
+    with simulated_cluster(tmp_path) as kubeconfig:
+        yield kubeconfig
+
+
+@contextlib.contextmanager
+def simulated_cluster(tmp_path: Path) -> Iterator[Path]:
+    """`sim_cluster` for fixtures of a wider scope."""
     kubeconfig = tmp_path / "sim.kubeconfig"
     proc = nodeops("sim", "serve", "--nodes", "2", "--instant", "--kubeconfig-out", str(kubeconfig))
     deadline = time.monotonic() + 60

@@ -19,11 +19,26 @@ def test_plugin_runs_with_its_settings(sim_cluster: Path, tmp_path: Path) -> Non
     env = dict(os.environ, NODEOPS_TOY_NAMES="a,b", NODEOPS_TOY_GREETING="from-env")
     env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")])
     proc = nodeops(
-        "run", "--kubeconfig", str(sim_cluster), "--namespace", "default",
-        "--controllers", "toy", "--toy-greeting", "hi", "--toy-loud", "--toy-replicas", "2",
-        "--provider", "sim", "--metrics-addr", "0", "--health-addr", "0",
+        "run",
+        "--kubeconfig",
+        str(sim_cluster),
+        "--namespace",
+        "default",
+        "--controllers",
+        "toy",
+        "--toy-greeting",
+        "hi",
+        "--toy-loud",
+        "--toy-replicas",
+        "2",
+        "--provider",
+        "sim",
+        "--metrics-addr",
+        "0",
+        "--health-addr",
+        "0",
         env=env,
-    )  # fmt: skip
+    )
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -47,10 +62,18 @@ def test_plugin_refusing_its_configuration_stops_startup(sim_cluster: Path, tmp_
     paths = toyctl.install(tmp_path / "site")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")]))
     proc = nodeops(
-        "run", "--kubeconfig", str(sim_cluster), "--controllers", "toy", "--toy-refuse",
-        "--metrics-addr", "0", "--health-addr", "0",
+        "run",
+        "--kubeconfig",
+        str(sim_cluster),
+        "--controllers",
+        "toy",
+        "--toy-refuse",
+        "--metrics-addr",
+        "0",
+        "--health-addr",
+        "0",
         env=env,
-    )  # fmt: skip
+    )
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 2
     assert out.strip().splitlines()[-1] == "nodeops run: toy: told to refuse (--toy-refuse)"

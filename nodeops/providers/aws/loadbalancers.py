@@ -25,13 +25,17 @@ from nodeops.providers.base import (
     TARGET_GROUP,
     LoadBalancerTarget,
     ProviderError,
+    RegistrationState,
     ServiceRef,
+    TargetHealth,
 )
 
 __all__ = [
     "LoadBalancerScan",
     "deregister",
     "register",
+    "registrations",
+    "target_health",
     "targets_behind_services",
     "targets_of",
     "wait_drained",
@@ -126,9 +130,19 @@ class LoadBalancerScan:
         return cached
 
 
-async def _registrations(api: AwsApi, arn: str) -> list[_Registration]:
+async def _registrations(
+    api: AwsApi, arn: str, only: Mapping[str, Any] | None = None
+) -> list[_Registration]:
+    """The target group's registrations, or the health of the one target `only` names.
+
+    Asking for one target also answers for a target that is no longer listed (draining after
+    its instance terminated, or `unused` once gone), which a plain listing leaves out.
+    """
+    params: dict[str, Any] = {"TargetGroupArn": arn}
+    if only is not None:
+        params["Targets"] = [dict(only)]
     try:
-        response = await api.call("elbv2", "describe_target_health", TargetGroupArn=arn)
+        response = await api.call("elbv2", "describe_target_health", **params)
     except ProviderError as exc:
         if exc.code == "TargetGroupNotFound":
             return []
@@ -157,9 +171,21 @@ async def targets_of(
     scan: LoadBalancerScan | None = None,
 ) -> dict[str, list[LoadBalancerTarget]]:
     """For each instance, the CLBs and (target group, port) pairs it is registered in."""
+    found = await registrations(api, among=among, scan=scan, instance_ids=instance_ids)
+    return {i: found.get(i, []) for i in instance_ids}
+
+
+async def registrations(
+    api: AwsApi,
+    *,
+    among: Sequence[LoadBalancerTarget] | None = None,
+    scan: LoadBalancerScan | None = None,
+    instance_ids: Sequence[str] | None = None,
+) -> dict[str, list[LoadBalancerTarget]]:
+    """Every instance (or those of `instance_ids`) with the targets it is registered in."""
     scan = scan or LoadBalancerScan(api)
-    wanted = set(instance_ids)
-    result: dict[str, list[LoadBalancerTarget]] = {i: [] for i in instance_ids}
+    wanted = None if instance_ids is None else set(instance_ids)
+    result: dict[str, list[LoadBalancerTarget]] = {}
     classic_names = None if among is None else {t.name for t in among if t.kind == CLASSIC}
     group_arns = None if among is None else {t.name for t in among if t.kind == TARGET_GROUP}
 
@@ -169,8 +195,9 @@ async def targets_of(
             if classic_names is not None and name not in classic_names:
                 continue
             for member in lb.get("Instances", ()):
-                if member.get("InstanceId") in wanted:
-                    result[member["InstanceId"]].append(LoadBalancerTarget(CLASSIC, name))
+                iid = member.get("InstanceId")
+                if iid and (wanted is None or iid in wanted):
+                    result.setdefault(iid, []).append(LoadBalancerTarget(CLASSIC, name))
 
     if group_arns is None or group_arns:
         candidates = sorted(
@@ -190,8 +217,10 @@ async def targets_of(
         for arn, task in pending:
             rows = sorted(task.result(), key=lambda r: (r.instance_id, r.port or 0))
             for row in rows:
-                if row.instance_id in wanted and row.registered:
-                    result[row.instance_id].append(LoadBalancerTarget(TARGET_GROUP, arn, row.port))
+                if row.registered and (wanted is None or row.instance_id in wanted):
+                    result.setdefault(row.instance_id, []).append(
+                        LoadBalancerTarget(TARGET_GROUP, arn, row.port)
+                    )
     return result
 
 
@@ -341,6 +370,36 @@ async def wait_drained(
         if remaining <= 0:
             raise _drain_timeout(target, instance_id, timeout)
         await asyncio.sleep(min(api.config.poll_interval, remaining))
+
+
+async def target_health(api: AwsApi, target: LoadBalancerTarget, instance_id: str) -> TargetHealth:
+    """DescribeTargetHealth for a target group; DescribeInstanceHealth for a classic load
+    balancer, whose connection-draining timeout becomes `drain_seconds` once the instance is
+    off its list (it does not report draining)."""
+    if target.kind == CLASSIC:
+        registered = await _classic_registered(api, target.name, instance_id)
+        if registered is None:
+            return TargetHealth(RegistrationState.UNUSED, "LoadBalancerNotFound")
+        if registered:
+            return TargetHealth(RegistrationState.REGISTERED, "InService")
+        drain = await _classic_draining_seconds(api, target.name)
+        return TargetHealth(RegistrationState.UNUSED, "NotRegistered", drain_seconds=drain)
+    if target.kind != TARGET_GROUP:
+        raise _unsupported(target, "target_health")
+    only = None if target.port is None else _target(instance_id, target.port)
+    rows = [
+        r
+        for r in await _registrations(api, target.name, only)
+        if r.instance_id == instance_id and (target.port is None or r.port == target.port)
+    ]
+    live = [r for r in rows if r.registered]
+    if live:
+        return TargetHealth(RegistrationState.REGISTERED, live[0].state)
+    if any(r.state == "draining" for r in rows):
+        return TargetHealth(RegistrationState.DRAINING, "draining")
+    return TargetHealth(
+        RegistrationState.UNUSED, rows[0].reason if rows else "Target.NotRegistered"
+    )
 
 
 def _drain_timeout(target: LoadBalancerTarget, instance_id: str, timeout: float) -> ProviderError:

@@ -14,6 +14,7 @@ from nodeops.providers.base import (
     NodeGroup,
     Server,
     ServiceRef,
+    TargetHealth,
 )
 
 __all__ = ["AwsProvider"]
@@ -75,6 +76,11 @@ class AwsProvider(BaseProvider):
         """`targets_of` for several instances with one scan of the load balancers."""
         return await loadbalancers.targets_of(self.api, instance_ids, among=among)
 
+    async def registrations(
+        self, *, among: Sequence[LoadBalancerTarget] | None = None
+    ) -> dict[str, list[LoadBalancerTarget]]:
+        return await loadbalancers.registrations(self.api, among=among)
+
     async def deregister(self, target: LoadBalancerTarget, instance_id: str) -> None:
         await loadbalancers.deregister(self.api, target, instance_id)
 
@@ -95,6 +101,9 @@ class AwsProvider(BaseProvider):
         self, target: LoadBalancerTarget, instance_id: str, timeout: float
     ) -> None:
         await loadbalancers.wait_drained(self.api, target, instance_id, timeout)
+
+    async def target_health(self, target: LoadBalancerTarget, instance_id: str) -> TargetHealth:
+        return await loadbalancers.target_health(self.api, target, instance_id)
 
     # Servers
 

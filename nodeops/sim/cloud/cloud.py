@@ -15,6 +15,8 @@ from nodeops.sim.cloud.loop import CloudLoop
 from nodeops.sim.cloud.model import CloudSettings, LoadBalancerKind, SimLoadBalancer, SimNodeGroup
 from nodeops.sim.cloud.routes import cloud_routes
 from nodeops.sim.cloud.state import CloudState
+from nodeops.sim.cloud.traffic import TrafficSimulator
+from nodeops.sim.cloud.traffic_routes import traffic_routes
 from nodeops.sim.cluster.apiclient import ApiClient
 from nodeops.sim.objects import NODE_GROUP_LABEL
 from nodeops.sim.scenario import NodeGroup as NodeGroupSpec
@@ -58,6 +60,7 @@ class SimCloud:
         self.stats = stats or RequestStats()
         self.token = token
         self.loop: CloudLoop | None = None
+        self.traffic = TrafficSimulator(self.state, clock)
         self._client: ApiClient | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -124,7 +127,10 @@ class SimCloud:
         return self.state.initial_nodes(group, count, now_text=self.clock.timestamp())
 
     def routes(self) -> list[web.RouteDef]:
-        return cloud_routes(self.state, faults=self.faults, stats=self.stats, token=self.token)
+        return [
+            *cloud_routes(self.state, faults=self.faults, stats=self.stats, token=self.token),
+            *traffic_routes(self.traffic, token=self.token),
+        ]
 
     # -- running -------------------------------------------------------------------------------
 
@@ -137,8 +143,10 @@ class SimCloud:
         self._client = ApiClient(api_url, api_token, component="cloud", ca_pem=ca_pem)
         self.loop = CloudLoop(self.state, self.clock, self._client)
         self._task = asyncio.create_task(self.loop.run(), name="sim-cloud")
+        await self.traffic.start(self._client)
 
     async def stop(self) -> None:
+        await self.traffic.stop()
         task, self._task = self._task, None
         if task is not None:
             task.cancel()

@@ -84,7 +84,7 @@ from nodeops.sim.server.accounting import RequestStats
 from nodeops.sim.server.errors import ApiError
 from nodeops.sim.server.faults import FaultInjector
 
-__all__ = ["CLOUD_PREFIX", "cloud_routes"]
+__all__ = ["CLOUD_PREFIX", "authenticate", "cloud_routes"]
 
 CLOUD_PREFIX: Final = "/sim/cloud"
 
@@ -101,6 +101,17 @@ def _json(data: Any, status: int = 200, headers: Mapping[str, str] | None = None
         content_type="application/json",
         headers=headers,
     )
+
+
+def authenticate(request: web.Request, token: str | None) -> None:
+    """Refuse a request without the admin bearer token, when the cloud checks tokens."""
+    if token is None:
+        return
+    scheme, _, credential = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not secrets.compare_digest(
+        credential.strip().encode(), token.encode()
+    ):
+        raise CloudError(401, "Unauthorized", "a valid bearer token is required")
 
 
 def _from_fault(error: ApiError) -> CloudError:
@@ -228,13 +239,7 @@ class _Api:
         return handle
 
     def _authenticate(self, request: web.Request) -> None:
-        if self.token is None:
-            return
-        scheme, _, credential = request.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not secrets.compare_digest(
-            credential.strip().encode(), self.token.encode()
-        ):
-            raise CloudError(401, "Unauthorized", "a valid bearer token is required")
+        authenticate(request, self.token)
 
     # -- node groups ---------------------------------------------------------------------------
 

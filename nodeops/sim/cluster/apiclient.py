@@ -9,17 +9,77 @@ operator's own runtime: the simulator must not test the operator with the operat
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import random
 import ssl
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import quote
 
 import aiohttp
 import orjson
+
+from nodeops.common import watchlines
+from nodeops.common.apierrors import (
+    AlreadyExists,
+    ApiError,
+    BadRequest,
+    Conflict,
+    Forbidden,
+    Gone,
+    Invalid,
+    MethodNotAllowed,
+    NotFound,
+    ServerError,
+    TooManyRequests,
+    Unauthorized,
+    error_for,
+    retry_after_header,
+    status_of,
+)
+from nodeops.common.gcpause import paused_gc
+from nodeops.common.resources import (
+    DAEMONSETS,
+    DEPLOYMENTS,
+    LEASES,
+    NAMESPACES,
+    NODES,
+    PDBS,
+    PODS,
+    REPLICASETS,
+    STATEFULSETS,
+    Resource,
+)
+
+__all__ = [
+    "DAEMONSETS",
+    "DEPLOYMENTS",
+    "KNOWN_RESOURCES",
+    "LEASES",
+    "NAMESPACES",
+    "NODES",
+    "PDBS",
+    "PODS",
+    "REPLICASETS",
+    "STATEFULSETS",
+    "AlreadyExists",
+    "ApiClient",
+    "ApiError",
+    "BadRequest",
+    "Conflict",
+    "Forbidden",
+    "Gone",
+    "Invalid",
+    "MethodNotAllowed",
+    "NotFound",
+    "Resource",
+    "ServerError",
+    "TooManyRequests",
+    "Unauthorized",
+    "Watch",
+    "WatchEvent",
+    "paused_gc",
+]
 
 log = logging.getLogger(__name__)
 
@@ -32,44 +92,6 @@ _PATCH_CONTENT_TYPES: dict[str, str] = {
     "json": "application/json-patch+json",
 }
 
-
-@dataclass(frozen=True, slots=True)
-class Resource:
-    """Where a kind lives in the REST tree."""
-
-    group: str
-    version: str
-    plural: str
-    kind: str
-    namespaced: bool
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    def path(
-        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
-    ) -> str:
-        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        if self.namespaced and namespace:
-            base += f"/namespaces/{quote(namespace, safe='')}"
-        base += f"/{self.plural}"
-        if name is not None:
-            base += f"/{quote(name, safe='')}"
-            if subresource:
-                base += f"/{subresource}"
-        return base
-
-
-PODS = Resource("", "v1", "pods", "Pod", True)
-NODES = Resource("", "v1", "nodes", "Node", False)
-NAMESPACES = Resource("", "v1", "namespaces", "Namespace", False)
-LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
-REPLICASETS = Resource("apps", "v1", "replicasets", "ReplicaSet", True)
-DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", True)
-STATEFULSETS = Resource("apps", "v1", "statefulsets", "StatefulSet", True)
-DAEMONSETS = Resource("apps", "v1", "daemonsets", "DaemonSet", True)
-PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True)
 
 KNOWN_RESOURCES: tuple[Resource, ...] = (
     PODS,
@@ -94,96 +116,6 @@ def resource_for(api_version: str, kind: str) -> Resource | None:
 
 # ---------------------------------------------------------------------------------------------
 # Errors
-
-
-class ApiError(Exception):
-    """A failed request, carrying the server's `Status` so callers can branch on its reason."""
-
-    code: int = 0
-
-    def __init__(self, code: int, status: Mapping[str, Any] | None, method: str, path: str):
-        self.code = code
-        self.status: dict[str, Any] = dict(status or {})
-        self.reason: str = str(self.status.get("reason") or "")
-        self.message: str = str(self.status.get("message") or "")
-        self.method = method
-        self.path = path
-        super().__init__(f"{method} {path}: {code} {self.reason}: {self.message}")
-
-    @property
-    def retry_after(self) -> float | None:
-        details = self.status.get("details") or {}
-        value = details.get("retryAfterSeconds")
-        return float(value) if value is not None else None
-
-
-class BadRequest(ApiError):
-    pass
-
-
-class Unauthorized(ApiError):
-    pass
-
-
-class Forbidden(ApiError):
-    pass
-
-
-class NotFound(ApiError):
-    pass
-
-
-class MethodNotAllowed(ApiError):
-    pass
-
-
-class Conflict(ApiError):
-    """409 Conflict: a stale resourceVersion or a failed precondition."""
-
-
-class AlreadyExists(Conflict):
-    """409 AlreadyExists: subclass of Conflict because both are the same HTTP code."""
-
-
-class Gone(ApiError):
-    """410: the requested resourceVersion is older than the server's history."""
-
-
-class Invalid(ApiError):
-    pass
-
-
-class TooManyRequests(ApiError):
-    """429: throttled, or an eviction refused by a PodDisruptionBudget."""
-
-
-class ServerError(ApiError):
-    pass
-
-
-def _error_class(code: int, reason: str) -> type[ApiError]:
-    if code == 409:
-        return AlreadyExists if reason == "AlreadyExists" else Conflict
-    by_code: dict[int, type[ApiError]] = {
-        400: BadRequest,
-        401: Unauthorized,
-        403: Forbidden,
-        404: NotFound,
-        405: MethodNotAllowed,
-        410: Gone,
-        422: Invalid,
-        429: TooManyRequests,
-    }
-    if code in by_code:
-        return by_code[code]
-    return ServerError if code >= 500 else ApiError
-
-
-def error_from_status(
-    code: int, status: Mapping[str, Any] | None, method: str, path: str
-) -> ApiError:
-    reason = str((status or {}).get("reason") or "")
-    return _error_class(code, reason)(code, status, method, path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -294,29 +226,14 @@ class Watch:
             params["fieldSelector"] = self._field_selector
         path = self._resource.path(self._namespace)
         async with self._client.stream(path, params) as resp:
-            buf = b""
-            async for chunk in resp.content.iter_any():
-                buf += chunk
-                while True:
-                    nl = buf.find(b"\n")
-                    if nl < 0:
-                        break
-                    line, buf = buf[:nl], buf[nl + 1 :]
-                    if not line.strip():
-                        continue
-                    ev = orjson.loads(line)
-                    etype = ev.get("type")
-                    obj = ev.get("object") or {}
-                    if etype == "ERROR":
-                        code = int(obj.get("code") or 500)
-                        raise error_from_status(code, obj, "WATCH", path)
-                    rv = (obj.get("metadata") or {}).get("resourceVersion")
-                    if rv:
-                        self.resource_version = rv
-                    self._failures = 0
-                    if etype == "BOOKMARK":
-                        continue
-                    yield WatchEvent(etype, obj)
+            async for etype, obj in watchlines.events(resp.content.iter_any(), path):
+                rv = (obj.get("metadata") or {}).get("resourceVersion")
+                if rv:
+                    self.resource_version = rv
+                self._failures = 0
+                if etype == "BOOKMARK":
+                    continue
+                yield WatchEvent(etype, obj)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -340,7 +257,7 @@ class _Stream:
         if resp.status >= 400:
             body = await resp.read()
             resp.release()
-            raise error_from_status(resp.status, _status_of(body), "WATCH", self._path)
+            raise error_for(resp.status, status_of(body), "WATCH", self._path)
         self._resp = resp
         return resp
 
@@ -349,47 +266,11 @@ class _Stream:
             self._resp.close()
 
 
-class _GCPause:
-    """Pause the cyclic garbage collector while large JSON bodies are decoded and cached.
-
-    Decoding a list of 150,000 pods allocates tens of millions of containers; every few hundred
-    thousand of them the collector traverses everything already cached, which multiplies the
-    cost of a list several times over. JSON cannot form reference cycles, so pausing finds
-    nothing uncollected. Nested pauses (informers listing concurrently) share one.
-    """
-
-    def __init__(self) -> None:
-        self._depth = 0
-        self._was_enabled = False
-
-    def __enter__(self) -> None:
-        if self._depth == 0:
-            self._was_enabled = gc.isenabled()
-            gc.disable()
-        self._depth += 1
-
-    def __exit__(self, *exc: object) -> None:
-        self._depth -= 1
-        if self._depth == 0 and self._was_enabled:
-            gc.enable()
-
-
-paused_gc = _GCPause()
-
-
 def _decode(raw: bytes) -> Any:
     if len(raw) < 1 << 20:
         return orjson.loads(raw)
     with paused_gc:
         return orjson.loads(raw)
-
-
-def _status_of(body: bytes) -> dict[str, Any] | None:
-    try:
-        data = orjson.loads(body) if body else None
-    except orjson.JSONDecodeError:
-        return {"message": body[:200].decode(errors="replace")}
-    return data if isinstance(data, dict) else None
 
 
 class ApiClient:
@@ -474,19 +355,19 @@ class ApiClient:
                 if resp.status < 400:
                     result = _decode(raw) if raw else {}
                     return result if isinstance(result, dict) else {"items": result}
-                err = error_from_status(resp.status, _status_of(raw), method, path)
-                retry_header = resp.headers.get("Retry-After")
+                err = error_for(
+                    resp.status,
+                    status_of(raw),
+                    method,
+                    path,
+                    retry_after_header=retry_after_header(resp.headers.get("Retry-After")),
+                )
             # An eviction refused by a PDB is a 429 too, but it is an answer, not throttling.
             throttled = isinstance(err, TooManyRequests) and not path.endswith("/eviction")
             if not throttled or attempt >= self._throttle_retries:
                 raise err
             attempt += 1
             delay = err.retry_after
-            if delay is None and retry_header:
-                try:
-                    delay = float(retry_header)
-                except ValueError:
-                    delay = None
             await asyncio.sleep(
                 (delay if delay is not None else 0.1 * attempt) * random.uniform(1, 1.2)
             )

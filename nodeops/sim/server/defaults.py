@@ -153,6 +153,19 @@ def _secret(obj: dict[str, Any]) -> None:
     obj.setdefault("type", "Opaque")
 
 
+def _network_policy(obj: dict[str, Any]) -> None:
+    """SetDefaults_NetworkPolicy and _NetworkPolicyPort; an absent podSelector reads back as the
+    empty selector (all pods of the namespace), because the field is not omitempty."""
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("podSelector", {})
+    if not spec.get("policyTypes"):
+        spec["policyTypes"] = ["Ingress", "Egress"] if spec.get("egress") else ["Ingress"]
+    for direction in ("ingress", "egress"):
+        for rule in spec.get(direction) or []:
+            for port in rule.get("ports") or []:
+                port.setdefault("protocol", "TCP")
+
+
 DEFAULTERS: dict[tuple[str, str], Callable[[dict[str, Any]], None]] = {
     ("", "Pod"): _pod,
     ("apps", "Deployment"): _deployment,
@@ -162,6 +175,7 @@ DEFAULTERS: dict[tuple[str, str], Callable[[dict[str, Any]], None]] = {
     ("", "Service"): _service,
     ("", "Namespace"): _namespace,
     ("", "Secret"): _secret,
+    ("networking.k8s.io", "NetworkPolicy"): _network_policy,
 }
 
 

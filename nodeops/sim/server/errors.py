@@ -93,17 +93,24 @@ def stale_conflict(group: str, plural: str, name: str) -> ApiError:
 
 
 def invalid(kind: str, group: str, name: str, causes: list[tuple[str, str, str]]) -> ApiError:
-    """422 Invalid; `causes` are (reason, field, message) like `FieldValueRequired`."""
-    text = ", ".join(f"{field}: {msg}" for _, field, msg in causes)
+    """422 Invalid; `causes` are (reason, field, message) like `FieldValueRequired`.
+
+    The message lists them as kube's error aggregate prints a list: one alone as it is, several
+    deduplicated inside brackets.
+    """
+    lines = list(dict.fromkeys(f"{field}: {msg}" for _, field, msg in causes))
+    text = ": " + lines[0] if len(lines) == 1 else ": [" + ", ".join(lines) + "]"
     qual = f"{kind}.{group}" if group else kind
-    details: dict[str, Any] = {
-        "name": name,
-        "kind": kind,
-        "causes": [{"reason": r, "message": m, "field": f} for r, f, m in causes],
-    }
+    # StatusDetails fields are omitempty.
+    details: dict[str, Any] = {}
+    if name:
+        details["name"] = name
     if group:
         details["group"] = group
-    return ApiError(422, "Invalid", f'{qual} "{name}" is invalid: {text}', details)
+    if kind:
+        details["kind"] = kind
+    details["causes"] = [{"reason": r, "message": m, "field": f} for r, f, m in causes]
+    return ApiError(422, "Invalid", f'{qual} "{name}" is invalid{text if lines else ""}', details)
 
 
 def bad_request(message: str) -> ApiError:

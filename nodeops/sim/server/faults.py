@@ -152,22 +152,30 @@ class ErrorFault:
         return d
 
 
-@dataclass(frozen=True, slots=True)
-class LatencyFault:
-    """Delay a matching request; kept in milliseconds so `50ms` round-trips exactly."""
+class _Duration:
+    """For faults holding a duration in milliseconds (so `50ms` round-trips exactly)."""
 
+    __slots__ = ()
     millis: float
-    rate: float
-    target: RequestTarget
 
     @property
     def seconds(self) -> float:
         return self.millis / 1000.0
 
     def duration(self) -> str:
+        """`2s` or `50ms`: whole seconds in seconds, anything else in milliseconds."""
         if self.millis >= 1000 and self.millis % 1000 == 0:
             return f"{_num(self.millis / 1000)}s"
         return f"{_num(self.millis)}ms"
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyFault(_Duration):
+    """Delay a matching request; kept in milliseconds so `50ms` round-trips exactly."""
+
+    millis: float
+    rate: float
+    target: RequestTarget
 
     def __str__(self) -> str:
         return f"latency={self.duration()}{_rate_suffix(self.rate)}@{self.target}"
@@ -215,20 +223,11 @@ class WatchExpireFault:
 
 
 @dataclass(frozen=True, slots=True)
-class WatchDelayFault:
+class WatchDelayFault(_Duration):
     """Hold each event of a watch on `resource` back for at least `millis` milliseconds."""
 
     millis: float
     resource: str
-
-    @property
-    def seconds(self) -> float:
-        return self.millis / 1000.0
-
-    def duration(self) -> str:
-        if self.millis >= 1000 and self.millis % 1000 == 0:
-            return f"{_num(self.millis / 1000)}s"
-        return f"{_num(self.millis)}ms"
 
     def __str__(self) -> str:
         return f"watch-delay={self.duration()}@{self.resource}"

@@ -20,7 +20,7 @@ import yaml
 from aiohttp import web
 
 from nodeops.common.selectors import SelectorError, parse_field_selector, parse_label_selector
-from nodeops.sim.server import discovery, errors, openapi, subresources
+from nodeops.sim.server import discovery, errors, listoptions, openapi, subresources
 from nodeops.sim.server.accounting import RequestStats
 from nodeops.sim.server.auth import (
     ADMIN_USER,
@@ -41,10 +41,14 @@ from nodeops.sim.server.resources import ResourceType
 from nodeops.sim.server.store import Filter, Watcher
 from nodeops.sim.server.tables import to_table
 
-_TRUE = frozenset({"1", "t", "T", "true", "TRUE", "True"})
 _JSON = "application/json"
 _WRITE_PIECE = 128 * 1024
 _NON_RESOURCE_OK = ("/healthz", "/livez", "/readyz")
+_ADDED_PREFIX = b'{"type":"ADDED","object":'
+_EVENT_SUFFIX = b"}\n"
+# How long a watch-list from a resourceVersion the store has not reached yet waits for it
+# (the cacher's blockTimeout).
+_TOO_LARGE_RV_WAIT = 3.0
 
 
 @dataclass(slots=True)
@@ -58,8 +62,20 @@ class Request:
     name: str
 
 
-def _is_true(value: str | None) -> bool:
-    return value in _TRUE
+def _selected_name(query: Any) -> str:
+    """The name a list or watch selects with `fieldSelector=metadata.name=X`, else "".
+
+    kube's RequestInfo gives such a request that name, so RBAC rules limited by `resourceNames`
+    apply to it (a leader elector may watch its one Lease).
+    """
+    try:
+        selector = parse_field_selector(query.get("fieldSelector", ""))
+    except SelectorError:
+        return ""
+    name = selector.requires_exact_match("metadata.name") or ""
+    if name in (".", "..") or "/" in name or "%" in name:
+        return ""
+    return name
 
 
 def parse_resource_path(method: str, path: str, query: Any) -> Request | None:
@@ -90,7 +106,7 @@ def parse_resource_path(method: str, path: str, query: Any) -> Request | None:
     name = rest[1] if len(rest) > 1 else ""
     sub = "/".join(rest[2:]) if len(rest) > 2 else ""
     if method == "GET":
-        if watch_path or _is_true(query.get("watch")):
+        if watch_path or listoptions.kube_bool(query.get("watch")):
             verb = "watch"
         else:
             verb = "get" if name else "list"
@@ -131,6 +147,7 @@ class ApiHttp:
         self.server_address = "127.0.0.1:0"
         self.watchers: set[Watcher] = set()
         self.shutting_down = False
+        # Set on shutdown, so requests and watches held back by injected faults end with it.
         self._closing = asyncio.Event()
 
     # ----------------------------------------------------------------- entry
@@ -149,7 +166,12 @@ class ApiHttp:
                 injected = self.faults.maybe_error(verb, resource, name=req.name, group=req.group)
                 delay = self.faults.latency(verb, resource)
                 if delay:
-                    await asyncio.sleep(delay)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._closing.wait(), delay)
+                    if self._closing.is_set():
+                        raise errors.ApiError(
+                            503, "ServiceUnavailable", "apiserver is shutting down"
+                        )
                 if injected is not None:
                     raise injected
             if req is None:
@@ -184,6 +206,9 @@ class ApiHttp:
                 path=request.path,
             )
         else:
+            name = req.name
+            if not name and req.verb in ("list", "watch"):
+                name = _selected_name(request.query)
             attrs = RequestAttributes(
                 user=user,
                 verb=req.verb,
@@ -191,7 +216,7 @@ class ApiHttp:
                 resource=req.plural,
                 subresource=req.subresource,
                 namespace=req.namespace if req.plural != "namespaces" else req.name,
-                name=req.name,
+                name=name,
                 path=request.path,
             )
         allowed, reason = self.authz.authorize(attrs)
@@ -321,7 +346,7 @@ class ApiHttp:
                 return self._json(reg.patch(rt, ns, name, ptype, body, "status", dry_run))
         elif sub == "eviction" and verb == "create":
             body = await self._body(request)
-            return self._json(subresources.evict(reg, ns, name, body, dry_run), 201)
+            return self._json(await subresources.evict(reg, ns, name, body, dry_run), 201)
         elif sub == "binding" and verb == "create":
             body = await self._body(request)
             return self._json(subresources.bind(reg, ns, name, body, dry_run), 201)
@@ -403,7 +428,7 @@ class ApiHttp:
         if "propagationPolicy" in q:
             options["propagationPolicy"] = q["propagationPolicy"]
         if "orphanDependents" in q:
-            options["orphanDependents"] = _is_true(q["orphanDependents"])
+            options["orphanDependents"] = listoptions.kube_bool(q["orphanDependents"])
         policy = options.get("propagationPolicy")
         if policy is not None and policy not in ("Orphan", "Background", "Foreground"):
             raise errors.invalid(
@@ -460,6 +485,7 @@ class ApiHttp:
 
     async def _list(self, request: web.Request, rt: ResourceType, ns: str) -> web.StreamResponse:
         q = request.query
+        listoptions.parse(q, watch=False)
         flt = self._filter(request, rt, ns)
         try:
             limit = int(q.get("limit", "0") or 0)
@@ -512,7 +538,7 @@ class ApiHttp:
     def _bookmark(self, rt: ResourceType, rv: int, initial_end: bool = False) -> bytes:
         meta: dict[str, Any] = {"resourceVersion": str(rv)}
         if initial_end:
-            meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+            meta["annotations"] = {listoptions.INITIAL_EVENTS_END: "true"}
         return (
             orjson.dumps(
                 {
@@ -524,17 +550,36 @@ class ApiHttp:
         )
 
     async def _watch(self, request: web.Request, rt: ResourceType, ns: str) -> web.StreamResponse:
+        """A watch, or a watch-list: kube's semantics for every combination of options.
+
+        - `sendInitialEvents=true` (or a plain watch from resourceVersion "" or "0", which kube
+          defaults to it): ADDED for every object of one consistent snapshot, then, with
+          bookmarks allowed, a BOOKMARK annotated `k8s.io/initial-events-end` carrying the
+          snapshot's resourceVersion, then the events after it. A resourceVersion the store has
+          not reached is waited for up to 3 s, then answered with kube's "Too large resource
+          version" ERROR event. The snapshot is a list of references to immutable entries and is
+          written in pieces, so a 150,000-pod watch-list never builds one big buffer.
+        - `sendInitialEvents=false`: no initial events; from the given resourceVersion, or from
+          now for "" and "0".
+        - otherwise, from the given resourceVersion (410 Expired when it is too old).
+        """
         q = request.query
+        opts = listoptions.parse(q, watch=True)
         flt = self._filter(request, rt, ns)
-        rv_param = q.get("resourceVersion", "")
-        bookmarks = _is_true(q.get("allowWatchBookmarks"))
-        send_initial = _is_true(q.get("sendInitialEvents"))
+        rv_param = opts.resource_version
+        bookmarks = opts.allow_watch_bookmarks
         timeout = self.min_request_timeout * (1 + random.random())
         if "timeoutSeconds" in q:
             try:
                 timeout = float(q["timeoutSeconds"])
             except ValueError:
                 raise errors.bad_request("timeoutSeconds must be a number") from None
+        since: int | None = None
+        if rv_param not in ("", "0"):
+            try:
+                since = int(rv_param)
+            except ValueError:
+                raise errors.bad_request(f"invalid resource version: {rv_param}") from None
         resource = rt.plural
         max_events, max_seconds = (
             self.faults.watch_limits(resource) if self.faults.enabled else (None, None)
@@ -543,34 +588,35 @@ class ApiHttp:
             timeout = min(timeout, max_seconds)
         hold = self.faults.watch_delay(resource) if self.faults.enabled else 0.0
         store = self.registry.store
+        if opts.watch_list and since is not None:
+            await self._wait_for_rv(since)
         bucket = store.bucket(rt.storage_key)
         encoder = self.registry.encoder(rt)
         watcher = Watcher(flt, encoder, store.watcher_buffer)
+        watcher.hold = hold
         resp = web.StreamResponse(headers={"Content-Type": _JSON})
         resp.enable_chunked_encoding()
-        expired: bytes | None = None
-        # From here to `bucket.watchers.add` nothing awaits: the initial state and the
-        # registration are one atomic step, so no event falls between them.
-        if rv_param in ("", "0") or send_initial:
-            entries = [e for e in bucket.entries(flt.namespace) if flt.matches(e)]
-            for e in entries:
-                watcher.pending.append(
-                    b'{"type":"ADDED","object":' + (encoder(e.raw) if encoder else e.raw) + b"}\n"
-                )
-            if send_initial and bookmarks:
-                watcher.pending.append(self._bookmark(rt, store.rv, initial_end=True))
-            bucket.watchers.add(watcher)
+        failure: bytes | None = None
+        initial: list[Any] = []
+        initial_end: bytes | None = None
+        # From here to `bucket.watchers.add` nothing awaits: the snapshot and the registration
+        # are one atomic step, so no event falls between them.
+        if opts.watch_list:
+            if since is not None and since > store.rv:
+                failure = _error_line(_too_large(since, store.rv))
+            else:
+                initial = [e for e in bucket.entries(flt.namespace) if flt.matches(e)]
+                if bookmarks:
+                    initial_end = self._bookmark(rt, store.rv, initial_end=True)
+                bucket.watchers.add(watcher)
+        elif since is None:
+            bucket.watchers.add(watcher)  # sendInitialEvents=false from "" or "0": from now
         else:
-            try:
-                since = int(rv_param)
-            except ValueError:
-                raise errors.bad_request(f"invalid resource version: {rv_param}") from None
             events = bucket.events_since(since)
             if events is None or (self.faults.enabled and self.faults.force_expired(resource)):
-                status = errors.gone(
-                    f"too old resource version: {since} ({bucket.compacted_rv + 1})"
-                ).status()
-                expired = orjson.dumps({"type": "ERROR", "object": status}) + b"\n"
+                failure = _error_line(
+                    errors.gone(f"too old resource version: {since} ({bucket.compacted_rv + 1})")
+                )
             else:
                 for ev in events:
                     watcher.offer(ev)
@@ -582,8 +628,8 @@ class ApiHttp:
             watcher.close()
             bucket.watchers.discard(watcher)
             return resp
-        if expired is not None:
-            await resp.write(expired)
+        if failure is not None:
+            await resp.write(failure)
             await resp.write_eof()
             return resp
         self.watchers.add(watcher)
@@ -591,7 +637,18 @@ class ApiHttp:
         next_bookmark = time.monotonic() + self.bookmark_interval
         sent = 0
         try:
-            while not self.shutting_down:
+            if (initial or initial_end is not None) and hold > 0.0:
+                # Injected slowness delays the initial state as it delays any event.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._closing.wait(), hold)
+            if initial:
+                sent = await _write_initial(resp, initial, encoder, max_events)
+                initial = []
+            if max_events is not None and sent >= max_events:
+                watcher.close()
+            elif initial_end is not None:
+                await resp.write(initial_end)
+            while not self.shutting_down and not watcher.closed:
                 now = time.monotonic()
                 if now >= deadline:
                     break
@@ -611,10 +668,9 @@ class ApiHttp:
                         count = len(watcher.pending)
                         with contextlib.suppress(TimeoutError):
                             await asyncio.wait_for(self._closing.wait(), hold)
-                        lines = [watcher.pending.popleft() for _ in range(count)]
+                        lines, upto = watcher.take(count)
                     else:
-                        lines = list(watcher.pending)
-                        watcher.pending.clear()
+                        lines, upto = watcher.take()
                     cut = max_events is not None and sent + len(lines) >= max_events
                     if cut and max_events is not None:
                         lines = lines[: max(0, max_events - sent)]
@@ -622,6 +678,7 @@ class ApiHttp:
                     await _write_pieces(resp, lines)
                     if cut:
                         break
+                    watcher.mark_sent(upto)
                 if watcher.closed:
                     break
                 if bookmarks and time.monotonic() >= next_bookmark:
@@ -640,6 +697,24 @@ class ApiHttp:
             pass
         return resp
 
+    async def _wait_for_rv(self, rv: int) -> None:
+        """Block until the store reaches `rv`, for at most the cacher's 3 s."""
+        store = self.registry.store
+        if store.rv >= rv:
+            return
+        reached = asyncio.Event()
+
+        def on_write(_key: object, _event: object) -> None:
+            if store.rv >= rv:
+                reached.set()
+
+        store.write_hooks.append(on_write)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(reached.wait(), _TOO_LARGE_RV_WAIT)
+        finally:
+            store.write_hooks.remove(on_write)
+
     def close_watches(self) -> None:
         self.shutting_down = True
         self._closing.set()
@@ -652,6 +727,55 @@ def reg_patch_scale(current: dict[str, Any], ptype: str, patch: Any) -> Any:
     if ptype == "json":
         return apply_json_patch(current, patch)
     return apply_merge_patch(current, patch)
+
+
+def _error_line(error: errors.ApiError) -> bytes:
+    return orjson.dumps({"type": "ERROR", "object": error.status()}) + b"\n"
+
+
+def _too_large(rv: int, current: int) -> errors.ApiError:
+    """storage.NewTooLargeResourceVersionError: a 504 Timeout the client retries after 1 s."""
+    return errors.ApiError(
+        504,
+        "Timeout",
+        f"Timeout: Too large resource version: {rv}, current: {current}",
+        {
+            "causes": [
+                {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
+            ],
+            "retryAfterSeconds": 1,
+        },
+    )
+
+
+async def _write_initial(
+    resp: web.StreamResponse,
+    entries: list[Any],
+    encoder: Any,
+    max_events: int | None,
+) -> int:
+    """ADDED events for a snapshot, written in pieces of about _WRITE_PIECE bytes.
+
+    Each entry's stored bytes are framed and joined once per piece, so at most one piece is
+    built at a time whatever the size of the snapshot. Returns how many events were written.
+    """
+    limit = len(entries) if max_events is None else min(len(entries), max_events)
+    piece: list[bytes] = []
+    size = 0
+    for i in range(limit):
+        raw = entries[i].raw
+        if encoder is not None:
+            raw = encoder(raw)
+        piece.append(_ADDED_PREFIX)
+        piece.append(raw)
+        piece.append(_EVENT_SUFFIX)
+        size += len(raw)
+        if size >= _WRITE_PIECE:
+            await resp.write(b"".join(piece))
+            piece, size = [], 0
+    if piece:
+        await resp.write(b"".join(piece))
+    return limit
 
 
 async def _write_pieces(resp: web.StreamResponse, lines: list[bytes]) -> None:

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, TypeAlias
 
+from nodeops.common.selectors import go_quote
 from nodeops.sim.server.errors import ApiError
 
 __all__ = [
@@ -56,6 +57,8 @@ __all__ = [
     "apply_json_patch",
     "apply_merge_patch",
     "apply_strategic_merge_patch",
+    "go_json_sorted",
+    "patch_decode_error",
     "patch_type_for_content_type",
     "strategic_merge_kinds",
 ]
@@ -440,6 +443,33 @@ def _undecodable_object(root: Any) -> PatchError:
         f' "" is invalid: patch: {body}',
         {"causes": [{"reason": "FieldValueInvalid", "message": body, "field": "patch"}]},
     )
+
+
+def patch_decode_error(
+    patch_type: str, patch: Any, patched: dict[str, Any], problem: str
+) -> PatchError:
+    """The 422 when the patched object does not decode into its type (a time that does not parse).
+
+    JSON and merge patches name the patched document's JSON (as encoding/json writes a map:
+    sorted keys, compact, HTML characters escaped); strategic merge patches name the patch itself
+    printed with ``%+v``.
+    """
+    if patch_type == "strategic":
+        shown = _go_format(patch)
+    else:
+        shown = go_json_sorted(patched)
+    body = f"Invalid value: {go_quote(shown)}: {problem}"
+    return PatchError(
+        422,
+        "Invalid",
+        f' "" is invalid: patch: {body}',
+        {"causes": [{"reason": "FieldValueInvalid", "message": body, "field": "patch"}]},
+    )
+
+
+def go_json_sorted(value: Any) -> str:
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def _decode_token(token: str) -> str:

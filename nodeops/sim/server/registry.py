@@ -24,7 +24,7 @@ import orjson
 
 from nodeops.common.selectors import FieldSelector, LabelSelector
 from nodeops.sim.clock import Clock
-from nodeops.sim.server import errors
+from nodeops.sim.server import errors, validation
 from nodeops.sim.server.conversion import from_storage, needs_conversion, to_storage
 from nodeops.sim.server.defaults import (
     POD_MUTABLE_SPEC,
@@ -34,6 +34,7 @@ from nodeops.sim.server.defaults import (
 from nodeops.sim.server.patch import (
     apply_json_patch,
     apply_merge_patch,
+    patch_decode_error,
     patch_type_for_content_type,
 )
 from nodeops.sim.server.patch import apply_strategic_merge_patch as apply_smp
@@ -366,6 +367,7 @@ class Registry:
     def create(self, rt: ResourceType, ns: str, body: Any, dry_run: bool = False) -> dict[str, Any]:
         if not isinstance(body, dict):
             raise errors.bad_request("the body of the request must be a JSON object")
+        _check_decodes(rt, body)
         obj = copy.deepcopy(body)
         self._check_type_meta(rt, obj)
         meta = _meta(obj)
@@ -410,6 +412,7 @@ class Registry:
         apply_create_defaults(rt.group, rt.kind, obj)
         self._custom_schema(rt, obj, name)
         self._validate(rt, obj, name)
+        _raise_invalid(rt, name, validation.validate_create(rt, obj))
         if rt.kind == "CustomResourceDefinition":
             self._crd_accept(obj)
         if dry_run:
@@ -434,6 +437,7 @@ class Registry:
     ) -> dict[str, Any]:
         if not isinstance(body, dict):
             raise errors.bad_request("the body of the request must be a JSON object")
+        _check_decodes(rt, body)
         entry = self._entry(rt, ns, name)
         old = self.decode(rt, entry)
         return self._apply_update(rt, entry, old, copy.deepcopy(body), subresource, dry_run)
@@ -471,6 +475,9 @@ class Registry:
             raise errors.ApiError(415, "UnsupportedMediaType", f"unknown patch type {patch_type}")
         if not isinstance(new, dict):
             raise errors.bad_request("the patch produced a value that is not an object")
+        problem = validation.decode_error(rt, new)
+        if problem is not None:
+            raise patch_decode_error(patch_type, patch, new, problem)
         # A patch only conflicts when it names a resourceVersion itself.
         patched_rv = (new.get("metadata") or {}).get("resourceVersion")
         if patched_rv == old["metadata"].get("resourceVersion"):
@@ -542,8 +549,10 @@ class Registry:
                     new["status"] = old["status"]
                 else:
                     new.pop("status", None)
+            causes = validation.validate_update(rt, old, new)
             if rt.kind == "Pod" and rt.group == "":
-                self._check_pod_update(old, new, name)
+                causes += self._pod_update_causes(old, new)
+            _raise_invalid(rt, name, causes)
             if rt.kind == "Namespace" and rt.group == "":
                 new["spec"] = old.get("spec", {})
             self._custom_schema(rt, new, name)
@@ -570,7 +579,9 @@ class Registry:
             self._crd_established(new)
         return new
 
-    def _check_pod_update(self, old: dict[str, Any], new: dict[str, Any], name: str) -> None:
+    def _pod_update_causes(
+        self, old: dict[str, Any], new: dict[str, Any]
+    ) -> list[tuple[str, str, str]]:
         old_spec = dict(old.get("spec") or {})
         new_spec = dict(new.get("spec") or {})
         for key in POD_MUTABLE_SPEC:
@@ -580,23 +591,19 @@ class Registry:
             for key in ("containers", "initContainers"):
                 if key in spec:
                     spec[key] = [_without(c, "image") for c in spec[key]]
-        if old_spec != new_spec:
-            raise errors.invalid(
-                "Pod",
-                "",
-                name,
-                [
-                    (
-                        "FieldValueForbidden",
-                        "spec",
-                        "Forbidden: pod updates may not change fields other than "
-                        "`spec.containers[*].image`,`spec.initContainers[*].image`,"
-                        "`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to "
-                        "existing tolerations),`spec.terminationGracePeriodSeconds` (allow it "
-                        "to be set to 1 if it was previously negative)",
-                    )
-                ],
+        if old_spec == new_spec:
+            return []
+        return [
+            (
+                "FieldValueForbidden",
+                "spec",
+                "Forbidden: pod updates may not change fields other than "
+                "`spec.containers[*].image`,`spec.initContainers[*].image`,"
+                "`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to "
+                "existing tolerations),`spec.terminationGracePeriodSeconds` (allow it "
+                "to be set to 1 if it was previously negative)",
             )
+        ]
 
     def replace_unchecked(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
         """Store `obj` as it is: for subresources (binding) that may change immutable fields."""
@@ -878,9 +885,25 @@ _GENERATION_KINDS = frozenset(
         ("apps", "StatefulSet"),
         ("apps", "DaemonSet"),
         ("policy", "PodDisruptionBudget"),
+        ("networking.k8s.io", "NetworkPolicy"),
         ("apiextensions.k8s.io", "CustomResourceDefinition"),
     }
 )
+
+
+def _check_decodes(rt: ResourceType, body: dict[str, Any]) -> None:
+    """A body kube's decoder would refuse is a 400 naming the kind, before anything else."""
+    problem = validation.decode_error(rt, body)
+    if problem is not None:
+        raise errors.bad_request(
+            f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: {problem}'
+        )
+
+
+def _raise_invalid(rt: ResourceType, name: str, causes: list[tuple[str, str, str]]) -> None:
+    if causes:
+        kind, group = validation.event_kind(rt)
+        raise errors.invalid(kind, group, name, causes)
 
 
 def _has_generation(rt: ResourceType) -> bool:

@@ -259,6 +259,7 @@ BUILTIN: tuple[ResourceType, ...] = (
         storage_group="policy",
     ),
     _rt("coordination.k8s.io", "v1", "leases", "Lease", True),
+    _rt("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True, ("netpol",)),
     _rt("", "v1", "persistentvolumes", "PersistentVolume", False, ("pv",), ("status",)),
     _rt("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, ("pvc",), ("status",)),
     _rt("storage.k8s.io", "v1", "volumeattachments", "VolumeAttachment", False, (), ("status",)),

@@ -932,6 +932,30 @@ def _print_pdb(pdb: Mapping[str, Any], now: datetime) -> Cells:
 
 
 # --------------------------------------------------------------------------------------------
+# Network policies
+# --------------------------------------------------------------------------------------------
+
+_NETWORKPOLICY_COLUMNS: Final = [
+    _name_col(),
+    _col(
+        "Pod-Selector",
+        "string",
+        "podSelector selects the pods to which this NetworkPolicy object applies. The array of "
+        "rules is applied to any pods selected by this field. An empty selector matches all "
+        "pods in the policy's namespace. Multiple network policies can select the same set of "
+        "pods. In this case, the ingress rules for each are combined additively. This field is "
+        "optional. If it is not specified, it defaults to an empty selector.",
+    ),
+    _age_col(),
+]
+
+
+def _print_networkpolicy(policy: Mapping[str, Any], now: datetime) -> Cells:
+    spec = policy.get("spec") or {}
+    return [_name(policy), _format_label_selector(spec.get("podSelector") or {}), _age(policy, now)]
+
+
+# --------------------------------------------------------------------------------------------
 # Services and endpoints
 # --------------------------------------------------------------------------------------------
 
@@ -1276,6 +1300,7 @@ _BUILT_IN: Final[dict[tuple[str, str], _BuiltIn]] = {
     ("apps", "DaemonSet"): _BuiltIn(_DAEMONSET_COLUMNS, _print_daemonset),
     ("policy", "PodDisruptionBudget"): _BuiltIn(_PDB_COLUMNS, _print_pdb),
     ("coordination.k8s.io", "Lease"): _BuiltIn(_LEASE_COLUMNS, _print_lease),
+    ("networking.k8s.io", "NetworkPolicy"): _BuiltIn(_NETWORKPOLICY_COLUMNS, _print_networkpolicy),
     ("storage.k8s.io", "VolumeAttachment"): _BuiltIn(
         _VOLUMEATTACHMENT_COLUMNS, _print_volumeattachment
     ),

@@ -30,7 +30,7 @@ class Api:
         data = None
         if body is not None:
             data = orjson.dumps(body)
-            h["Content-Type"] = "application/json"
+            h.setdefault("Content-Type", "application/json")
         async with self.session.request(method, self.base + path, data=data, headers=h) as resp:
             raw = await resp.read()
             return resp.status, orjson.loads(raw) if raw else None
@@ -71,7 +71,7 @@ async def test_the_crds_are_established(api: Api) -> None:
     assert crd["spec"] == crd_for(NodeDrainRule)["spec"]
     status, group = await api.call("GET", "/apis/nodeops.dev/v1alpha1")
     assert status == 200
-    (resource,) = [r for r in group["resources"] if r["name"] == "nodedrainrules"]
+    resource = next(r for r in group["resources"] if r["name"] == "nodedrainrules")
     assert resource["name"] == "nodedrainrules"
     assert resource["namespaced"] is False
     assert resource["shortNames"] == ["ndr"]
@@ -160,3 +160,55 @@ async def test_kubectl_get_columns(api: Api) -> None:
     ]
     rows = {row["cells"][0]: row["cells"][1:3] for row in table["rows"]}
     assert rows == {"a-skip-daemons": ["Skip", None], "b-databases-last": ["Drain", 10]}
+
+
+ATTACHMENTS_PATH = "/apis/nodeops.dev/v1alpha1/namespaces/nodeops-system/loadbalancerattachments"
+
+
+async def test_a_load_balancer_attachment_keeps_spec_and_status_apart(api: Api) -> None:
+    await install_crds(api)
+    status, _ = await api.call(
+        "POST",
+        "/api/v1/namespaces",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "nodeops-system"}},
+    )
+    assert status == 201
+    body = {
+        "apiVersion": "nodeops.dev/v1alpha1",
+        "kind": "LoadBalancerAttachment",
+        "metadata": {"name": "node-a"},
+        "spec": {"nodeName": "node-a", "targets": [{"type": "classic", "name": "web"}]},
+        "status": {"phase": "Detached"},
+    }
+    status, created = await api.call("POST", ATTACHMENTS_PATH, body)
+    assert status == 201, created
+    # The status is a subresource: a create does not set it, and the default source is stored.
+    assert "status" not in created
+    assert created["spec"]["targets"] == [{"type": "classic", "name": "web", "source": "Static"}]
+    status, patched = await api.call(
+        "PATCH",
+        f"{ATTACHMENTS_PATH}/node-a/status",
+        {
+            "status": {
+                "phase": "Detached",
+                "targets": [{"type": "classic", "name": "web", "state": "Deregistered"}],
+            }
+        },
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert status == 200, patched
+    assert patched["status"]["targets"][0]["state"] == "Deregistered"
+    status, refused = await api.call(
+        "POST",
+        ATTACHMENTS_PATH,
+        {
+            **body,
+            "metadata": {"name": "node-b"},
+            "spec": {
+                "nodeName": "node-b",
+                "targets": [{"type": "classic", "name": "w", "port": 0}],
+            },
+        },
+    )
+    assert status == 422, refused
+    assert "spec.targets[0].port" in refused["message"]

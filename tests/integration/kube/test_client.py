@@ -37,13 +37,15 @@ async def test_patch_guarded_by_resource_version(client: Client, patch_type: str
         if patch_type == "json"
         else {"data": {"v": "1"}}
     )
-    done = await client.patch(CONFIGMAPS, "guarded", body, NS, patch_type=patch_type,
-                              resource_version=rv)  # fmt: skip
+    done = await client.patch(
+        CONFIGMAPS, "guarded", body, NS, patch_type=patch_type, resource_version=rv
+    )
     assert done["data"]["v"] == "1"
     # The same guard again is stale now: refused, and the object keeps the newer write.
     with pytest.raises(errors.Conflict):
-        await client.patch(CONFIGMAPS, "guarded", body, NS, patch_type=patch_type,
-                           resource_version=rv)  # fmt: skip
+        await client.patch(
+            CONFIGMAPS, "guarded", body, NS, patch_type=patch_type, resource_version=rv
+        )
     assert (await client.get(CONFIGMAPS, "guarded", NS))["metadata"]["resourceVersion"] == (
         done["metadata"]["resourceVersion"]
     )

@@ -89,6 +89,7 @@ def config(
     retry_period: float = 0.2,
     *,
     release_on_cancel: bool = True,
+    watch_lease: bool = True,
 ) -> LeaderElectionConfig:
     return LeaderElectionConfig(
         namespace=NS,
@@ -98,6 +99,7 @@ def config(
         renew_deadline=renew_deadline,
         retry_period=retry_period,
         release_on_cancel=release_on_cancel,
+        watch_lease=watch_lease,
     )
 
 
@@ -721,3 +723,175 @@ async def test_expiry_is_judged_by_local_observation(
     assert spec["holderIdentity"] == "beta"
     assert spec["leaseTransitions"] == 8
     assert spec["acquireTime"] != renew_time
+
+
+# ---------------------------------------------------------------------- watching the lease
+
+# A follower that polls this rarely cannot explain a takeover within SLOW_POLL.retry_period of
+# its first attempt: only the lease watch can.
+SLOW_POLL = (30.0, 25.0, 20.0)
+# Well inside the slow follower's first retry, and generous for a loaded machine.
+WATCH_BOUND = 12.0
+
+
+def lease_watches(server: SimServer) -> int:
+    pairs = server.stats.snapshot()["by_verb_resource"]
+    return int((pairs.get("watch/leases") or {}).get("requests", 0))
+
+
+async def test_watch_takes_a_released_lease_before_the_next_retry(
+    server: SimServer, clients: Callable[[], Client], tasks: list[asyncio.Task[Any]]
+) -> None:
+    name = "watched-release"
+    # The leader's record asks for 30 s: only the release, not an expiry, can hand over in time.
+    leader_cfg = config(name, "alpha", 30.0, 25.0, 0.2)
+    follower_cfg = config(name, "beta", *SLOW_POLL)
+    terms = Terms()
+    _, leader_run, follower, _ = await start_leader_and_follower(
+        clients, tasks, terms, leader_cfg, follower_cfg
+    )
+    leader_run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await leader_run
+    await asyncio.wait_for(follower.wait_leading(), timeout=WATCH_BOUND)
+    terms.assert_no_overlap()
+    spec = (await read_lease(clients(), name))["spec"]
+    assert spec["holderIdentity"] == "beta" and spec["leaseTransitions"] == 1
+    assert lease_watches(server) >= 1
+
+
+async def test_watch_takes_an_abandoned_lease_when_it_expires(
+    clients: Callable[[], Client], tasks: list[asyncio.Task[Any]]
+) -> None:
+    """kill -9 of the leader: the follower attempts at the expiry it observed, not at a retry."""
+    name = "watched-expiry"
+    leader_cfg = config(name, "alpha", 2.0, 1.4, 0.2, release_on_cancel=False)
+    follower_cfg = config(name, "beta", *SLOW_POLL)
+    terms = Terms()
+    _, leader_run, follower, _ = await start_leader_and_follower(
+        clients, tasks, terms, leader_cfg, follower_cfg
+    )
+    leader_run.cancel()
+    killed_at = time.monotonic()
+    with contextlib.suppress(asyncio.CancelledError):
+        await leader_run
+    await asyncio.wait_for(follower.wait_leading(), timeout=WATCH_BOUND)
+    took_over = terms.of("beta")[0].start - killed_at
+    # Never before the record the follower last saw renewed has expired.
+    assert took_over >= leader_cfg.lease_duration - 2 * leader_cfg.retry_period
+    terms.assert_no_overlap()
+    spec = (await read_lease(clients(), name))["spec"]
+    assert spec["holderIdentity"] == "beta" and spec["leaseTransitions"] == 1
+
+
+async def test_watch_still_never_deposes_a_live_leader(
+    clients: Callable[[], Client], tasks: list[asyncio.Task[Any]]
+) -> None:
+    """Each renewal the watch delivers restarts the follower's wait instead of shortening it."""
+    name = "watched-live"
+    # Renewals every 0.2 s against a 3 s lease: a loaded machine delays a renewal, but not by
+    # the 2 s renew deadline, so the leader stays live and only the watch could depose it.
+    leader_cfg = config(name, "alpha", 3.0, 2.0, 0.2)
+    follower_cfg = config(name, "beta", 3.0, 2.0, 0.2)
+    terms = Terms()
+    leader, _, follower, _ = await start_leader_and_follower(
+        clients, tasks, terms, leader_cfg, follower_cfg
+    )
+    reader = clients()
+    start_rv = int((await read_lease(reader, name))["metadata"]["resourceVersion"])
+
+    async def held_for_three_lease_durations() -> bool:
+        lease = await read_lease(reader, name)
+        return int(lease["metadata"]["resourceVersion"]) - start_rv >= 15
+
+    await eventually(held_for_three_lease_durations, timeout=3 * leader_cfg.lease_duration + 5)
+    assert leader.is_leader and not follower.is_leader
+    assert [t.identity for t in terms.terms] == ["alpha"]
+
+
+@pytest.mark.parametrize(
+    "faults",
+    ["watch-cut=seconds:1@leases", "watch-cut=events:1@leases"],
+    ids=["cut-by-time", "cut-after-one-event"],
+)
+async def test_a_cut_watch_is_reopened_and_still_sees_the_release(
+    server: SimServer,
+    clients: Callable[[], Client],
+    faults: str,
+    tasks: list[asyncio.Task[Any]],
+) -> None:
+    name = "cut-watch"
+    server.faults.update(faults)
+    leader_cfg = config(name, "alpha", 30.0, 25.0, 0.2)
+    follower_cfg = config(name, "beta", *SLOW_POLL)
+    terms = Terms()
+    _, leader_run, follower, _ = await start_leader_and_follower(
+        clients, tasks, terms, leader_cfg, follower_cfg
+    )
+
+    # The follower's watch is cut at least twice (and reopened) before the release.
+    cuts = server.faults.counts()["watch-cut"]
+
+    async def cut_twice() -> bool:
+        return server.faults.counts()["watch-cut"] >= cuts + 2
+
+    await eventually(cut_twice, timeout=WATCH_BOUND)
+    leader_run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await leader_run
+    await asyncio.wait_for(follower.wait_leading(), timeout=WATCH_BOUND)
+    terms.assert_no_overlap()
+    assert (await read_lease(clients(), name))["spec"]["holderIdentity"] == "beta"
+
+
+@pytest.mark.parametrize(
+    "faults",
+    ["latency=120s@watch/leases", "error=500@watch/leases"],
+    ids=["never-delivers", "refused"],
+)
+async def test_without_a_working_watch_polling_still_hands_over(
+    server: SimServer,
+    clients: Callable[[], Client],
+    faults: str,
+    tasks: list[asyncio.Task[Any]],
+) -> None:
+    name = "dead-watch"
+    server.faults.update(faults)
+    timing = (2.0, 1.4, 0.2)
+    leader_cfg = config(name, "alpha", *timing, release_on_cancel=False)
+    follower_cfg = config(name, "beta", *timing)
+    terms = Terms()
+    _, leader_run, follower, _ = await start_leader_and_follower(
+        clients, tasks, terms, leader_cfg, follower_cfg
+    )
+    leader_run.cancel()
+    killed_at = time.monotonic()
+    with contextlib.suppress(asyncio.CancelledError):
+        await leader_run
+    await asyncio.wait_for(
+        follower.wait_leading(),
+        timeout=follower_cfg.lease_duration + max_acquire_gap(follower_cfg) + MARGIN,
+    )
+    took_over = terms.of("beta")[0].start - killed_at
+    assert took_over >= follower_cfg.lease_duration - 2 * follower_cfg.retry_period
+    terms.assert_no_overlap()
+    counts = server.faults.counts()
+    assert counts["latency"] + counts["error-500"] >= 1
+
+
+async def test_watch_can_be_switched_off(
+    server: SimServer, clients: Callable[[], Client], tasks: list[asyncio.Task[Any]]
+) -> None:
+    name = "polling-only"
+    leader_cfg = config(name, "alpha", watch_lease=False)
+    follower_cfg = config(name, "beta", watch_lease=False)
+    terms = Terms()
+    _, leader_run, follower, _ = await start_leader_and_follower(
+        clients, tasks, terms, leader_cfg, follower_cfg
+    )
+    leader_run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await leader_run
+    await asyncio.wait_for(follower.wait_leading(), timeout=max_acquire_gap(follower_cfg) + MARGIN)
+    terms.assert_no_overlap()
+    assert lease_watches(server) == 0

@@ -4,16 +4,13 @@ loss, runnables, probes, events and the reconcile-result metrics."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import pytest
 
 from nodeops.kube import (
-    EXIT_FAILED,
     EXIT_LEADERSHIP_LOST,
     EXIT_OK,
     EXIT_SYNC_FAILED,
@@ -30,32 +27,16 @@ from nodeops.kube import (
     Stopping,
     owner_reference,
 )
-from nodeops.kube.metrics import REGISTRY
 from nodeops.kube.resources import CONFIGMAPS, EVENTS, LEASES, NODES, PODS, SECRETS
 from nodeops.sim.server.app import SimServer
+from tests.integration.kube.support import running, sample
 from tests.waiting import until
 
 NS = "default"
 
 
-def sample(name: str, **labels: str) -> float:
-    return REGISTRY.get_sample_value(name, labels) or 0.0
-
-
 async def _create(client: Client, name: str, res: Resource = CONFIGMAPS) -> dict[str, Any]:
     return await client.create(res, {"metadata": {"name": name}}, NS)
-
-
-@contextlib.asynccontextmanager
-async def running(manager: Manager) -> AsyncIterator[asyncio.Task[int]]:
-    task = asyncio.create_task(manager.run())
-    try:
-        yield task
-    finally:
-        if not task.done():
-            manager.stop()
-        with contextlib.suppress(BaseException):
-            await asyncio.wait_for(task, 30)
 
 
 # ---------------------------------------------------------------------- stop
@@ -241,9 +222,13 @@ async def test_informers_and_controllers_added_while_running(
 
 async def test_runnables_probes_and_events(client: Client, sim: SimServer) -> None:
     election = LeaderElectionConfig(
-        namespace=NS, name="run-lease", identity="me", lease_duration=3, renew_deadline=2,
+        namespace=NS,
+        name="run-lease",
+        identity="me",
+        lease_duration=3,
+        renew_deadline=2,
         retry_period=0.2,
-    )  # fmt: skip
+    )
     # Someone else holds the lease for now: only runnables without leadership may run.
     await client.create(
         LEASES,
@@ -253,8 +238,7 @@ async def test_runnables_probes_and_events(client: Client, sim: SimServer) -> No
         },
         NS,
     )
-    manager = Manager(client, leader_election=election, metrics_addr="0",
-                      health_addr="127.0.0.1:0")  # fmt: skip
+    manager = Manager(client, leader_election=election, metrics_addr="0", health_addr="127.0.0.1:0")
     manager.informers.informer(CONFIGMAPS)
     started: list[str] = []
     stopped: list[str] = []
@@ -322,16 +306,6 @@ async def _probe(http: aiohttp.ClientSession, url: str) -> tuple[int, str]:
         return resp.status, await resp.text()
 
 
-async def test_a_failing_runnable_stops_the_manager(client: Client, sim: SimServer) -> None:
-    manager = Manager(client, metrics_addr="0", health_addr="0")
-
-    async def broken(stop: asyncio.Event) -> None:
-        raise RuntimeError("poller crashed")
-
-    manager.add_runnable(broken, name="broken")
-    assert await asyncio.wait_for(manager.run(), 30) == EXIT_FAILED
-
-
 # ---------------------------------------------------------------------- reconcile results
 
 
@@ -374,9 +348,13 @@ async def test_may_act_turns_false_when_the_lease_is_not_renewed_in_time(
     client: Client, sim: SimServer
 ) -> None:
     election = LeaderElectionConfig(
-        namespace=NS, name="slow-lease", identity="me", lease_duration=1.5, renew_deadline=1,
+        namespace=NS,
+        name="slow-lease",
+        identity="me",
+        lease_duration=1.5,
+        renew_deadline=1,
         retry_period=0.2,
-    )  # fmt: skip
+    )
     manager = Manager(client, leader_election=election, metrics_addr="0", health_addr="0")
     verdicts: list[tuple[bool, bool]] = []
 
@@ -411,8 +389,9 @@ async def test_owned_objects_map_to_their_owner_in_its_scope(
 
     nodes = manager.informers.informer(NODES)
     pods = manager.informers.informer(PODS)
-    manager.add(Controller("owned", Records()).for_(nodes, update_predicate=lambda a, b: False)
-                .owns(pods))  # fmt: skip
+    manager.add(
+        Controller("owned", Records()).for_(nodes, update_predicate=lambda a, b: False).owns(pods)
+    )
     node = await client.create(NODES, {"metadata": {"name": "owner-node"}})
     async with running(manager):
         await until(lambda: _has_request(seen, Request("owner-node")), what="the node itself")

@@ -44,8 +44,13 @@ async def test_writes_are_visible_in_the_cache_when_they_return(
         assert cached is not None
         assert cached["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
 
-    patched = await client.patch(CONFIGMAPS, "c", {"data": {"v": "1"}}, NS,
-                                 resource_version=created["metadata"]["resourceVersion"])  # fmt: skip
+    patched = await client.patch(
+        CONFIGMAPS,
+        "c",
+        {"data": {"v": "1"}},
+        NS,
+        resource_version=created["metadata"]["resourceVersion"],
+    )
     assert (everything.get("c", NS) or {})["data"] == {"v": "1"}
     assert (selected.get("c", NS) or {})["metadata"]["resourceVersion"] == (
         patched["metadata"]["resourceVersion"]

@@ -9,6 +9,7 @@ from nodeops.providers.base import (
     TARGET_GROUP,
     LoadBalancerTarget,
     ProviderError,
+    RegistrationState,
     ServiceRef,
 )
 from tests.integration.providers import test_aws_support as support
@@ -280,3 +281,89 @@ async def test_wait_drained_honours_classic_connection_draining(aws: Aws) -> Non
         await aws.provider.wait_drained(LoadBalancerTarget(CLASSIC, "clb"), node, timeout=0.1)
 
     assert (caught.value.code, caught.value.retryable) == ("Timeout", True)
+
+
+async def test_registrations_scan_every_instance_once(aws: Aws) -> None:
+    first = aws.world.run_instance()["InstanceId"]
+    second = aws.world.run_instance()["InstanceId"]
+    alone = aws.world.run_instance()["InstanceId"]
+    aws.world.classic_lb("clb")
+    aws.world.elb.register_instances_with_load_balancer(
+        LoadBalancerName="clb", Instances=[{"InstanceId": first}]
+    )
+    web = aws.world.target_group("tg-web", port=80)
+    api = aws.world.target_group("tg-api", port=80)
+    aws.world.elbv2.register_targets(
+        TargetGroupArn=web, Targets=[{"Id": first, "Port": 30080}, {"Id": second, "Port": 30080}]
+    )
+    aws.world.elbv2.register_targets(TargetGroupArn=api, Targets=[{"Id": second}])
+
+    found = await aws.provider.registrations()
+
+    assert found[first] == [
+        LoadBalancerTarget(CLASSIC, "clb"),
+        LoadBalancerTarget(TARGET_GROUP, web, 30080),
+    ]
+    assert sorted(found[second], key=lambda t: t.name) == sorted(
+        [LoadBalancerTarget(TARGET_GROUP, web, 30080), LoadBalancerTarget(TARGET_GROUP, api, 80)],
+        key=lambda t: t.name,
+    )
+    assert alone not in found
+    assert aws.proxy.requests["DescribeTargetHealth"] == 2
+    aws.proxy.reset_counts()
+    narrowed = await aws.provider.registrations(among=[LoadBalancerTarget(TARGET_GROUP, api)])
+    assert narrowed == {second: [LoadBalancerTarget(TARGET_GROUP, api, 80)]}
+    assert aws.proxy.requests["DescribeTargetHealth"] == 1
+
+
+async def test_target_health(aws: Aws) -> None:
+    node = aws.world.run_instance()["InstanceId"]
+    arn = aws.world.target_group("tg", port=80)
+    aws.world.elbv2.register_targets(TargetGroupArn=arn, Targets=[{"Id": node, "Port": 30080}])
+    aws.world.classic_lb("clb")
+    aws.world.elb.register_instances_with_load_balancer(
+        LoadBalancerName="clb", Instances=[{"InstanceId": node}]
+    )
+    aws.world.elb.modify_load_balancer_attributes(
+        LoadBalancerName="clb",
+        LoadBalancerAttributes={"ConnectionDraining": {"Enabled": True, "Timeout": 45}},
+    )
+    group_target = LoadBalancerTarget(TARGET_GROUP, arn, 30080)
+    classic_target = LoadBalancerTarget(CLASSIC, "clb")
+
+    assert (await aws.provider.target_health(group_target, node)).registered
+    assert (
+        await aws.provider.target_health(LoadBalancerTarget(TARGET_GROUP, arn), node)
+    ).registered
+    assert (await aws.provider.target_health(classic_target, node)).registered
+
+    await aws.provider.deregister(group_target, node)
+    await aws.provider.deregister(classic_target, node)
+
+    # moto deregisters at once (AWS would say draining for the deregistration delay).
+    health = await aws.provider.target_health(group_target, node)
+    assert (health.state, health.drain_seconds) == (RegistrationState.UNUSED, 0.0)
+    # A classic load balancer does not report draining: its timeout is the caller's to wait.
+    health = await aws.provider.target_health(classic_target, node)
+    assert (health.state, health.drain_seconds) == (RegistrationState.UNUSED, 45.0)
+    gone = await aws.provider.target_health(LoadBalancerTarget(CLASSIC, "no-such-clb"), node)
+    assert gone.state is RegistrationState.UNUSED
+    aws.proxy.fail(
+        "DescribeTargetHealth",
+        1,
+        code="TargetGroupNotFound",
+        message="One or more target groups not found",
+    )
+    assert not (await aws.provider.target_health(group_target, node)).registered
+
+
+async def test_target_health_reports_draining(aws: Aws) -> None:
+    node = aws.world.run_instance()["InstanceId"]
+    arn = aws.world.target_group("tg", port=80)
+    aws.world.elbv2.register_targets(TargetGroupArn=arn, Targets=[{"Id": node}])
+    # moto reports draining only for terminated instances, which AWS also drains.
+    aws.world.ec2.terminate_instances(InstanceIds=[node])
+
+    health = await aws.provider.target_health(LoadBalancerTarget(TARGET_GROUP, arn, 80), node)
+
+    assert (health.state, health.detail) == (RegistrationState.DRAINING, "draining")

@@ -94,7 +94,9 @@ async def test_client_errors_are_not_retried(aws: Aws) -> None:
 
 async def test_the_overall_timeout_bounds_retries(aws: Aws) -> None:
     aws.proxy.fail("TerminateInstances", 1000)
-    slow = RetryPolicy(max_attempts=1000, base_delay=0.05, max_delay=0.05, timeout=0.5)
+    # The deadline, not the attempt limit, ends the retries: at 50 ms apart, 3 s allow some
+    # dozens of attempts (fewer on a loaded machine, but never only the first one).
+    slow = RetryPolicy(max_attempts=1000, base_delay=0.05, max_delay=0.05, timeout=3.0)
 
     async with aws.make_provider(retry=slow) as provider:
         with pytest.raises(ProviderError) as caught:

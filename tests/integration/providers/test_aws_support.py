@@ -3,8 +3,9 @@
 - One moto server (`ThreadedMotoServer` on loopback) serves the whole session; its state is reset
   before each test.
 - The provider under test talks to moto through `FaultProxy`, a small aiohttp reverse proxy on
-  loopback that counts requests per API action and can answer the next N requests of an action
-  with an AWS error (Throttling in the query-protocol XML, RequestLimitExceeded in EC2's) or cap
+  loopback that counts requests per API action, keeps a timeline of them (for ordering
+  assertions), can hold an action's requests back, and can answer the next N requests of an
+  action with an AWS error (Throttling in the query-protocol XML, RequestLimitExceeded in EC2's) or cap
   page sizes so short pages, which AWS is free to return, exercise pagination.
 - The world (groups, templates, load balancers) is built with plain boto3 straight against moto,
   never through the provider.
@@ -14,10 +15,12 @@ Test modules pick the fixture up with `aws = support.aws`.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import logging
 import re
 import threading
+import time
 import urllib.request
 import uuid
 from collections import Counter, defaultdict, deque
@@ -73,6 +76,21 @@ _HOP_HEADERS = {
 }
 
 
+@dataclass(frozen=True)
+class Call:
+    """One request that went through to moto: when it arrived and was answered, and its form."""
+
+    action: str
+    arrived: float
+    answered: float
+    status: int
+    form: dict[str, list[str]]
+
+    def param(self, name: str) -> str | None:
+        values = self.form.get(name)
+        return values[0] if values else None
+
+
 @dataclass
 class Fault:
     code: str
@@ -110,6 +128,8 @@ class FaultProxy:
         self.faulted: Counter[str] = Counter()
         self._faults: dict[str, deque[Fault]] = defaultdict(deque)
         self._page_caps: dict[str, tuple[str, int]] = {}
+        self._holds: dict[str, tuple[int, asyncio.Event]] = {}
+        self.timeline: list[Call] = []
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self.url = ""
@@ -130,6 +150,17 @@ class FaultProxy:
     def cap_page_size(self, action: str, parameter: str, size: int) -> None:
         """Rewrite the page-size parameter of `action` so moto returns short pages."""
         self._page_caps[action] = (parameter, size)
+
+    def hold(self, action: str, *, after: int = 0) -> asyncio.Event:
+        """Let `after` requests of `action` through, then keep the next ones waiting until the
+        returned event is set (a call the cloud is slow to answer, or never answers in time)."""
+        gate = asyncio.Event()
+        self._holds[action] = (after, gate)
+        return gate
+
+    def calls(self, *actions: str) -> list[Call]:
+        """The timeline's answered calls of these actions, in the order they were answered."""
+        return [c for c in self.timeline if c.action in actions and c.status < 300]
 
     def reset_counts(self) -> None:
         self.requests.clear()
@@ -175,6 +206,14 @@ class FaultProxy:
         self.requests[action] += 1
         match = _SERVICE_RE.search(request.headers.get("Authorization", ""))
         service = match.group(1) if match else ""
+        arrived = time.monotonic()
+        held = self._holds.get(action)
+        if held is not None:
+            after, gate = held
+            if after > 0:
+                self._holds[action] = (after - 1, gate)
+            else:
+                await gate.wait()
         fault = self._next_fault(action)
         if fault is not None:
             self.faulted[action] += 1
@@ -194,6 +233,9 @@ class FaultProxy:
             out_headers = {
                 k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_HEADERS
             }
+            self.timeline.append(
+                Call(action, arrived, time.monotonic(), upstream.status, dict(form))
+            )
             return web.Response(status=upstream.status, body=payload, headers=out_headers)
 
 

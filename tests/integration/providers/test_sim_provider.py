@@ -24,6 +24,7 @@ from nodeops.providers.base import (
     Provider,
     ProviderConfigError,
     ProviderError,
+    RegistrationState,
     Servers,
     ServiceRef,
 )
@@ -261,6 +262,30 @@ async def test_targets_deregister_register_and_draining(sim: Sim) -> None:
     with pytest.raises(ProviderError) as err:
         await provider.register(TG, "sim-nope-0")
     assert (err.value.code, err.value.retryable) == ("InvalidTarget", False)
+
+
+async def test_registrations_and_target_health(sim: Sim) -> None:
+    provider = sim.provider
+    await sim.http("PATCH", "/sim/cloud/loadbalancers/web-tg", {"deregistrationDelaySeconds": 200})
+    everyone = await provider.registrations()
+    assert everyone == {"sim-web-0": [CLB, TG], "sim-web-1": [CLB, TG]}
+    assert await provider.registrations(among=[LoadBalancerTarget(CLASSIC, "web-clb")]) == {
+        "sim-web-0": [CLB],
+        "sim-web-1": [CLB],
+    }
+    health = await provider.target_health(TG, "sim-web-0")
+    assert (health.state, health.registered) == (RegistrationState.REGISTERED, True)
+
+    await provider.deregister(TG, "sim-web-0")
+    assert (await provider.target_health(TG, "sim-web-0")).state is RegistrationState.DRAINING
+    # Draining registrations are not registrations any more.
+    assert (await provider.registrations())["sim-web-0"] == [CLB]
+    await provider.wait_drained(TG, "sim-web-0", timeout=15)
+    health = await provider.target_health(TG, "sim-web-0")
+    assert (health.state, health.drain_seconds) == (RegistrationState.UNUSED, 0.0)
+    assert (await provider.target_health(CLB, "sim-web-0")).registered
+    gone = await provider.target_health(LoadBalancerTarget(CLASSIC, "gone"), "sim-web-0")
+    assert gone.state is RegistrationState.UNUSED
 
 
 async def test_targets_behind_services(sim: Sim) -> None:

@@ -88,3 +88,40 @@ async def test_tokens_and_rbac(rbac_api: tuple[SimServer, Api]) -> None:
     await api.delete("/api/v1/namespaces/default/serviceaccounts/drainer")
     status, _ = await api.get("/api/v1/nodes", token=token)
     assert status == 401
+
+
+async def test_resource_names_apply_to_a_list_or_watch_selecting_one_name(
+    rbac_api: tuple[SimServer, Api],
+) -> None:
+    """kube's RequestInfo names a list or watch by its `metadata.name` field selector."""
+    _, api = rbac_api
+    token = await _sa_token(api, "elector")
+    rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces/default"
+    role = {
+        "metadata": {"name": "one-lease"},
+        "rules": [
+            {
+                "apiGroups": ["coordination.k8s.io"],
+                "resources": ["leases"],
+                "resourceNames": ["mine"],
+                "verbs": ["list", "watch"],
+            }
+        ],
+    }
+    binding = {
+        "metadata": {"name": "one-lease"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "one-lease"},
+        "subjects": [{"kind": "ServiceAccount", "name": "elector", "namespace": "default"}],
+    }
+    assert (await api.post(f"{rbac}/roles", role))[0] == 201
+    assert (await api.post(f"{rbac}/rolebindings", binding))[0] == 201
+    leases = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
+    status, _ = await api.get(leases, params={"fieldSelector": "metadata.name=mine"}, token=token)
+    assert status == 200
+    watch = {"watch": "true", "fieldSelector": "metadata.name=mine", "timeoutSeconds": "1"}
+    status, _ = await api.get(leases, params=watch, token=token)
+    assert status == 200
+    for params in ({}, {"fieldSelector": "metadata.name=other"}, {"watch": "true"}):
+        status, body = await api.get(leases, params=params, token=token)
+        assert status == 403, params
+        assert body["reason"] == "Forbidden"

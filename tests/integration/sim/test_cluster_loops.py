@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import timedelta
 from typing import Any, TypeVar
 
 import pytest
 
 from nodeops.sim import objects
-from nodeops.sim.clock import Clock
+from nodeops.sim.clock import Clock, parse_time
 from nodeops.sim.cluster import ClusterLoops
 from nodeops.sim.cluster import sim_annotations as ann
 from nodeops.sim.cluster.apiclient import (
@@ -25,6 +26,7 @@ from nodeops.sim.cluster.apiclient import (
     NotFound,
     TooManyRequests,
 )
+from nodeops.sim.cluster.podgc import QUARANTINE_SECONDS
 from nodeops.sim.server.app import SimServer
 
 T = TypeVar("T")
@@ -467,7 +469,11 @@ async def test_node_lease_and_dead_kubelet(cluster: Cluster) -> None:
     await until(healthy_again, what="node ready again")
 
 
-async def test_pods_of_a_deleted_node_are_removed(cluster: Cluster) -> None:
+async def test_pods_of_a_deleted_node_are_failed_then_removed_after_quarantine(
+    cluster: Cluster,
+) -> None:
+    """kube-controller-manager's pod GC: 40 s of quarantine, then Failed + DisruptionTarget, then
+    a force delete. Times are on the simulated clock (the server's timestamps), not wall time."""
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -475,16 +481,45 @@ async def test_pods_of_a_deleted_node_are_removed(cluster: Cluster) -> None:
         "spec": {"nodeName": "node-2", "containers": [{"name": "c", "image": "nginx:1.27"}]},
     }
     await cluster.client.create(PODS, pod, NS)
+
+    async def running() -> dict[str, Any] | None:
+        p = await cluster.client.get(PODS, "pinned", NS)
+        return p if p["status"].get("phase") == "Running" else None
+
+    before = await until(running, what="pod running")
+    deleted_at = cluster.loops.clock.now()
     await cluster.client.delete(NODES, "node-2")
 
-    async def gone() -> bool:
-        try:
-            await cluster.client.get(PODS, "pinned", NS)
-        except NotFound:
-            return True
-        return False
-
-    await until(gone, what="pod GC")
+    events: list[tuple[str, dict[str, Any]]] = []
+    watch = cluster.client.watch(
+        PODS,
+        NS,
+        resource_version=before["metadata"]["resourceVersion"],
+        field_selector="metadata.name=pinned",
+    )
+    try:
+        async with asyncio.timeout(30):
+            async for event in watch:
+                events.append((event.type, event.object))
+                if event.type == "DELETED":
+                    break
+    finally:
+        await watch.aclose()
+    assert [t for t, _ in events][-1] == "DELETED"
+    failed = next(o for t, o in events if o["status"].get("phase") == "Failed")
+    condition = next(c for c in failed["status"]["conditions"] if c["type"] == "DisruptionTarget")
+    assert condition["status"] == "True"
+    assert condition["reason"] == "DeletionByPodGC"
+    assert condition["message"] == "PodGC: node no longer exists"
+    # Not before the quarantine (timestamps have whole seconds, hence the second of slack).
+    marked_at = parse_time(condition["lastTransitionTime"])
+    assert marked_at >= deleted_at + timedelta(seconds=QUARANTINE_SECONDS - 1)
+    # Every event before the Failed one left the pod running on its (gone) node.
+    first_failed = next(
+        i for i, (_, o) in enumerate(events) if o["status"].get("phase") == "Failed"
+    )
+    assert all(o["status"].get("phase") == "Running" for _, o in events[:first_failed])
+    assert events[-1][1]["status"]["phase"] == "Failed"
 
     async def lease_gone() -> bool:
         try:
@@ -494,6 +529,38 @@ async def test_pods_of_a_deleted_node_are_removed(cluster: Cluster) -> None:
         return False
 
     await until(lease_gone, what="node lease collected")
+
+
+async def test_pod_gc_spares_pods_of_a_node_that_comes_back(cluster: Cluster) -> None:
+    """A node that reappears within the quarantine is no longer quarantined; its pods stay."""
+    podgc = cluster.loops.podgc
+    assert podgc is not None
+    # A quarantine no slow machine can outlast while the node is away.
+    podgc.quarantine = timedelta(hours=1)
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "kept", "namespace": NS},
+        "spec": {"nodeName": "node-1", "containers": [{"name": "c", "image": "nginx:1.27"}]},
+    }
+    await cluster.client.create(PODS, pod, NS)
+    node = await cluster.client.get(NODES, "node-1")
+    await cluster.client.delete(NODES, "node-1")
+
+    async def quarantined() -> bool:
+        podgc.check()
+        return "node-1" in podgc.quarantined
+
+    await until(quarantined, what="node quarantined")
+    await cluster.client.create(NODES, objects.for_create(node))
+
+    async def released() -> bool:
+        podgc.check()
+        return "node-1" not in podgc.quarantined
+
+    await until(released, what="quarantine lifted")
+    p = await cluster.client.get(PODS, "kept", NS)
+    assert p["status"].get("phase") != "Failed" and not p["metadata"].get("deletionTimestamp")
 
 
 async def test_job_like_pod_completes(cluster: Cluster) -> None:

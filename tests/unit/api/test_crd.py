@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any, Literal
 
 import pytest
@@ -11,12 +10,8 @@ import yaml
 from pydantic import BaseModel, Field
 
 from nodeops.api import KINDS, NodeDrainRule, all_crds, crd_for, render_crds_yaml
-from nodeops.api.__main__ import main
 from nodeops.api.crd import (
-    GENERATED_HEADER,
     UnsupportedSchema,
-    crd_file_name,
-    crd_file_text,
     structural_schema,
 )
 from nodeops.api.drainrule import NodeDrainRuleSpec
@@ -24,8 +19,6 @@ from nodeops.api.meta import ApiModel
 from nodeops.api.resource import KindInfo, Resource
 from nodeops.sim.server.schema import prune, validate
 from tests.unit.api.structural import structural_problems
-
-CRD_DIR = Path(__file__).resolve().parents[3] / "deploy" / "crds"
 
 
 def _schema(crd: dict[str, Any]) -> dict[str, Any]:
@@ -249,9 +242,6 @@ def test_an_unmodelled_status_is_preserved_and_served_as_a_subresource() -> None
     assert structural_problems(_schema(crd)) == []
 
 
-# --- the committed manifests -----------------------------------------------------------------
-
-
 def test_rendering_is_stable_and_parses_back() -> None:
     text = render_crds_yaml()
     assert text == render_crds_yaml()
@@ -259,40 +249,6 @@ def test_rendering_is_stable_and_parses_back() -> None:
     assert "&id" not in text and "*id" not in text  # no YAML anchors
     names = [crd["metadata"]["name"] for crd in all_crds()]
     assert names == sorted(names)
-
-
-@pytest.mark.parametrize("crd", all_crds(), ids=lambda c: c["metadata"]["name"])
-def test_committed_manifest_matches_the_generator(crd: dict[str, Any]) -> None:
-    path = CRD_DIR / crd_file_name(crd)
-    assert path.is_file(), (
-        f"{path} is missing; regenerate with `python -m nodeops.api --output-dir deploy/crds`"
-    )
-    assert path.read_text(encoding="utf-8") == crd_file_text(crd), (
-        f"{path.name} is out of date; regenerate with "
-        "`python -m nodeops.api --output-dir deploy/crds`"
-    )
-
-
-def test_no_stale_manifests() -> None:
-    expected = {crd_file_name(crd) for crd in all_crds()}
-    generated = {
-        p.name
-        for p in CRD_DIR.glob("*.yaml")
-        if p.read_text(encoding="utf-8").startswith(GENERATED_HEADER)
-    }
-    assert generated == expected
-
-
-def test_the_module_entry_point_regenerates_the_manifests(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert main(["--output-dir", str(tmp_path)]) == 0
-    for crd in all_crds():
-        written = (tmp_path / crd_file_name(crd)).read_text(encoding="utf-8")
-        assert written == (CRD_DIR / crd_file_name(crd)).read_text(encoding="utf-8")
-    capsys.readouterr()
-    assert main([]) == 0
-    assert capsys.readouterr().out == render_crds_yaml()
 
 
 def test_generated_crds_share_no_mutable_parts() -> None:

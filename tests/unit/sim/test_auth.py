@@ -1268,6 +1268,9 @@ def _set(path: list[str], value: Any) -> Callable[[dict[str, Any]], None]:
         pytest.param(lambda t: _tamper_payload(t, _set(["exp"], 4102444800)), id="expiry"),
         pytest.param(lambda t: t[:-2] + ("AA" if not t.endswith("AA") else "BB"), id="signature"),
         pytest.param(lambda t: t + "A", id="signature extended"),
+        # base64 decoders that skip stray characters would read the same signature bytes.
+        pytest.param(lambda t: f"{t[:-4]}!{t[-4:]}", id="stray character in signature"),
+        pytest.param(lambda t: f"{t[:-4]}={t[-4:]}", id="padding inside signature"),
         pytest.param(lambda t: t.rsplit(".", 1)[0] + ".", id="signature stripped"),
         pytest.param(
             lambda t: f"{encode_segment({'alg': 'none'})}.{t.split('.')[1]}.",

@@ -6,16 +6,7 @@ import asyncio
 from typing import Any
 
 from nodeops.sim.clock import Clock
-from nodeops.sim.cluster.apiclient import (
-    PODS,
-    AlreadyExists,
-    ApiClient,
-    Conflict,
-    Gone,
-    NotFound,
-    TooManyRequests,
-    error_from_status,
-)
+from nodeops.sim.cluster.apiclient import PODS, ApiClient
 from nodeops.sim.cluster.informer import Informer, slim_pod
 from nodeops.sim.cluster.runtime import Controller, WorkQueue
 
@@ -122,15 +113,3 @@ def test_slim_pod_keeps_what_the_loops_read() -> None:
         "tolerations": [{"operator": "Exists"}],
     }
     assert slim["status"]["containerStatuses"] == [{"name": "c", "ready": True}]
-
-
-def test_error_classes_follow_code_and_reason() -> None:
-    assert isinstance(error_from_status(404, {"reason": "NotFound"}, "GET", "/x"), NotFound)
-    exists = error_from_status(409, {"reason": "AlreadyExists"}, "POST", "/x")
-    assert isinstance(exists, AlreadyExists) and isinstance(exists, Conflict)
-    assert type(error_from_status(409, {"reason": "Conflict"}, "PUT", "/x")) is Conflict
-    assert isinstance(error_from_status(410, {"reason": "Expired"}, "GET", "/x"), Gone)
-    throttled = error_from_status(
-        429, {"reason": "TooManyRequests", "details": {"retryAfterSeconds": 2}}, "GET", "/x"
-    )
-    assert isinstance(throttled, TooManyRequests) and throttled.retry_after == 2.0

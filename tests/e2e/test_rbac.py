@@ -1,0 +1,354 @@
+"""The RBAC of manifests/ proven against the simulated API server in RBAC mode.
+
+A scenario runs `nodeops run` authenticated as a ServiceAccount that holds exactly the roles of
+the base plus those of the components the scenario names, and passes when the scenario's goal is
+reached with no request refused (any 403 fails it). Then every rule is removed in turn: each
+removal must make some scenario fail, or the rule is not needed.
+
+The runtime's scenario is here; each controller adds one that runs its e2e behaviour with
+`--controllers=<name>` and its component, to `SCENARIOS`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import shutil
+import signal
+import tempfile
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nodeops.sim.serve import SimCluster, SimOptions
+from tests.kustomize import BASE, COMPONENTS, needs_kubectl, render, with_components
+
+pytestmark = needs_kubectl
+
+NAMESPACE, ACCOUNT = "nodeops-system", "nodeops"
+RBAC_KINDS = ("Role", "ClusterRole")
+SETUP_KINDS = (
+    "Namespace",
+    "ServiceAccount",
+    "Role",
+    "ClusterRole",
+    "RoleBinding",
+    "ClusterRoleBinding",
+)
+TIMING = ["--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "0.5"]
+SCENARIO_TIMEOUT = 45.0
+
+
+@dataclass
+class Run:
+    """One scenario's run: the simulated cluster and the operator process it drives."""
+
+    sim: SimCluster
+    kubeconfig: Path
+    proc: asyncio.subprocess.Process | None = None
+    output: list[str] = field(default_factory=list)
+
+    def forbidden(self) -> int:
+        return int(self.sim.server.stats.snapshot()["by_code"].get("403", {}).get("requests", 0))
+
+    def get(self, group: str, version: str, plural: str, ns: str, name: str) -> dict[str, Any]:
+        registry = self.sim.server.registry
+        return registry.get(registry.lookup(group, version, plural), ns, name)
+
+    async def start(self, *args: str) -> None:
+        self.proc = await asyncio.create_subprocess_exec(
+            "nodeops", "run", "--kubeconfig", str(self.kubeconfig), "--log-format", "json",
+            "--metrics-addr", "0", "--health-addr", "0", *args,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )  # fmt: skip
+
+    async def stop(self) -> int:
+        assert self.proc is not None
+        if self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGTERM)
+        out, _ = await asyncio.wait_for(self.proc.communicate(), timeout=30)
+        self.output.append(out.decode())
+        return self.proc.returncode or 0
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    components: tuple[Path, ...]
+    # Drives the operator to its goal; returns normally once reached, raises AssertionError when
+    # it cannot be (a refused request ends the wait at once).
+    drive: Callable[[Run], Awaitable[None]]
+
+
+async def until(run: Run, goal: Callable[[], bool], what: str) -> None:
+    deadline = asyncio.get_running_loop().time() + SCENARIO_TIMEOUT
+    while not goal():
+        assert run.forbidden() == 0, f"a request was refused (403) before {what}"
+        assert run.proc is None or run.proc.returncode is None, f"nodeops exited before {what}"
+        assert asyncio.get_running_loop().time() < deadline, f"no {what} in {SCENARIO_TIMEOUT}s"
+        await asyncio.sleep(0.1)
+
+
+async def leads_and_hands_over(run: Run) -> None:
+    """The runtime alone: acquire the Lease, renew it, release it on SIGTERM."""
+    await run.start("--leader-elect", "--leader-election-identity", "replica-a", *TIMING)
+    renewals: set[str] = set()
+
+    def renewed_twice() -> bool:
+        try:
+            lease = run.get("coordination.k8s.io", "v1", "leases", NAMESPACE, "nodeops-leader")
+        except Exception:
+            return False
+        if lease["spec"].get("holderIdentity") == "replica-a":
+            renewals.add(lease["spec"]["renewTime"])
+        return len(renewals) >= 3
+
+    await until(run, renewed_twice, "lease acquired and renewed")
+    assert await run.stop() == 0, run.output[-1]
+    lease = run.get("coordination.k8s.io", "v1", "leases", NAMESPACE, "nodeops-leader")
+    assert not lease["spec"].get("holderIdentity"), "the lease was not released on stop"
+
+
+def _registry_of(run: Run, group: str, version: str, plural: str) -> Any:
+    return run.sim.server.registry.lookup(group, version, plural)
+
+
+def _record(run: Run) -> dict[str, Any] | None:
+    try:
+        return run.get("nodeops.dev", "v1alpha1", "loadbalancerattachments", NAMESPACE, "node-0")
+    except Exception:
+        return None
+
+
+async def detaches_a_node_and_brings_it_back(run: Run) -> None:
+    """The detacher: a cordoned node is detached and its pods stopped, a NodeDrainRule choosing
+    by namespace labels and the ingress DaemonSet's pod last; uncordoned, it is attached again;
+    deleted, its record goes."""
+    from nodeops.api import all_crds
+    from nodeops.sim import objects
+
+    server = run.sim.server
+    for crd in all_crds():
+        server.create(crd)
+    server.create(
+        {"apiVersion": "v1", "kind": "Namespace",
+         "metadata": {"name": "edge", "labels": {"team": "edge"}}}
+    )  # fmt: skip
+    server.create(objects.make_daemonset("ingress", "edge", containers=1))
+    server.create(objects.make_replicaset("web", "edge", replicas=1, containers=1))
+    server.create(
+        {"apiVersion": "nodeops.dev/v1alpha1", "kind": "NodeDrainRule",
+         "metadata": {"name": "edge-first"},
+         "spec": {"drain": {"behavior": "Drain", "order": -1},
+                  "pods": [{"namespaceSelector": {"matchLabels": {"team": "edge"}}}]}}
+    )  # fmt: skip
+    ca = run.kubeconfig.parent / "ca.pem"
+    assert server.ca_pem is not None
+    ca.write_bytes(server.ca_pem)
+    config = run.kubeconfig.parent / "providers.yaml"
+    config.write_text(
+        f"providers:\n  sim:\n    url: {server.url}\n    token: {server.admin_token}\n"
+        f"    ca_file: {ca}\n"
+    )
+    pods = _registry_of(run, "", "v1", "pods")
+    nodes = _registry_of(run, "", "v1", "nodes")
+
+    def running() -> bool:
+        entries = server.store.bucket(pods.storage_key).entries("edge")
+        items = [server.registry.decode(pods, e) for e in entries]
+        return len(items) == 2 and all(
+            (p.get("status") or {}).get("phase") == "Running" for p in items
+        )
+
+    await until(run, running, "the edge pods running")
+    await run.start(
+        "--controllers=detacher", "--provider=sim", f"--provider-config={config}",
+        "--detacher-stop-pods", "--detacher-stop-daemonset-pods",
+        "--detacher-drain-delete-emptydir-data", "--detacher-discovery=services",
+        "--detacher-manage-daemonset-pods", "--detacher-daemonsets=edge/ingress",
+    )  # fmt: skip
+    server.registry.patch(nodes, "", "node-0", "merge", {"spec": {"unschedulable": True}})
+
+    def stopped() -> bool:
+        return bool(((_record(run) or {}).get("status") or {}).get("podsStoppedAt"))
+
+    await until(run, stopped, "the node detached and its pods stopped")
+    server.registry.patch(nodes, "", "node-0", "merge", {"spec": {"unschedulable": None}})
+
+    def attached() -> bool:
+        return ((_record(run) or {}).get("status") or {}).get("phase") == "Attached"
+
+    await until(run, attached, "the node attached again")
+    server.registry.delete(nodes, "", "node-0", {})
+    await until(run, lambda: _record(run) is None, "the deleted node's record removed")
+
+
+MAINTENANCE_CONFIG = """\
+instances:
+  check:
+  - {type: hasLabel, name: go, config: {key: go}}
+  - {type: podsOnNode, name: no_protected, config: {annotations: {karpenter.sh/do-not-disrupt: "true"}}}
+  - {type: stagger, name: stagger, config: {duration: 1m, leaseName: mnt, leaseNamespace: default}}
+  trigger:
+  - {type: eviction, name: cordon, config: {action: cordon}}
+  - {type: eviction, name: drain, config: {action: drain}}
+profiles:
+- name: p
+  operational:
+    transitions: [{check: go && no_protected && stagger, next: in-maintenance}]
+  in-maintenance:
+    enter: cordon && drain
+"""
+
+
+async def maintenance_drains_a_node(run: Run) -> None:
+    """A node labelled for maintenance passes its checks (pods, stagger Lease), is cordoned and
+    drained (DaemonSet pods stay; a budget is consulted), and its record is written."""
+    from nodeops.kube.client import Client
+    from nodeops.kube.resources import DAEMONSETS, DEPLOYMENTS, NODES, PODS
+
+    work = run.kubeconfig.parent
+    config = work / "maintenance.yaml"
+    config.write_text(MAINTENANCE_CONFIG)
+    admin = run.sim.server.write_kubeconfig(work / "admin.kubeconfig")
+    labels = {"app": "web"}
+    template = {
+        "metadata": {"labels": labels},
+        "spec": {
+            "containers": [{"name": "c", "image": "nginx"}],
+            "terminationGracePeriodSeconds": 0,
+        },
+    }
+    async with await Client.from_kubeconfig(str(admin)) as client:
+        spec = {"selector": {"matchLabels": labels}, "template": template}
+        await client.create(
+            DEPLOYMENTS,
+            {"metadata": {"name": "web", "namespace": "default"}, "spec": {"replicas": 1, **spec}},
+            "default",
+        )
+        ds_labels = {"app": "agent"}
+        ds_template = {**template, "metadata": {"labels": ds_labels}}
+        await client.create(
+            DAEMONSETS,
+            {
+                "metadata": {"name": "agent", "namespace": "default"},
+                "spec": {"selector": {"matchLabels": ds_labels}, "template": ds_template},
+            },
+            "default",
+        )
+        for _ in range(300):
+            items, _ = await client.list(PODS, "default")
+            if len([p for p in items if p["status"].get("phase") == "Running"]) >= 2:
+                break
+            await asyncio.sleep(0.1)
+        await run.start(
+            "--controllers", "maintenance", "--maintenance-config", str(config),
+            "--maintenance-api-addr", "0",
+        )  # fmt: skip
+        await client.patch(
+            NODES,
+            "node-0",
+            {"metadata": {"labels": {"nodeops.dev/maintenance-profile": "p", "go": "1"}}},
+        )
+
+    def drained() -> bool:
+        node = run.get("", "v1", "nodes", "", "node-0")
+        data = (node["metadata"].get("annotations") or {}).get("nodeops.dev/maintenance-data", "")
+        return '"Previous":"in-maintenance"' in data and bool(node["spec"].get("unschedulable"))
+
+    await until(run, drained, "node-0 drained in maintenance")
+    assert await run.stop() == 0, run.output[-1]
+
+
+SCENARIOS = [
+    Scenario("runtime", (), leads_and_hands_over),
+    Scenario("detacher", (COMPONENTS / "detacher",), detaches_a_node_and_brings_it_back),
+    Scenario("maintenance", (COMPONENTS / "maintenance",), maintenance_drains_a_node),
+]
+
+
+# ------------------------------------------------------------------------------- harness
+
+
+def rbac_objects(tmp_path: Path, components: tuple[Path, ...]) -> list[dict[str, Any]]:
+    objects = render(with_components(tmp_path / "install", BASE, list(components)))
+    return [o for o in objects if o["kind"] in SETUP_KINDS]
+
+
+def rules(objects: list[dict[str, Any]]) -> Iterator[tuple[str, int]]:
+    for obj in objects:
+        if obj["kind"] in RBAC_KINDS:
+            for i in range(len(obj["rules"])):
+                yield f"{obj['kind']}/{obj['metadata']['name']}", i
+
+
+def without_rule(objects: list[dict[str, Any]], role: str, index: int) -> list[dict[str, Any]]:
+    changed = copy.deepcopy(objects)
+    for obj in changed:
+        if f"{obj['kind']}/{obj['metadata']['name']}" == role:
+            del obj["rules"][index]
+    return changed
+
+
+async def play(tmp_path: Path, scenario: Scenario, objects: list[dict[str, Any]]) -> Run:
+    """A fresh cluster in RBAC mode, the roles created as the installer would, then the scenario
+    run as the ServiceAccount."""
+    sim = SimCluster(SimOptions(nodes=1, instant=True, rbac=True))
+    await sim.start()
+    try:
+        account: dict[str, Any] = {}
+        for obj in objects:
+            created = sim.server.create(copy.deepcopy(obj))
+            if obj["kind"] == "ServiceAccount":
+                account = created
+        assert sim.server.authn is not None
+        token, _ = sim.server.authn.mint_service_account_token(
+            NAMESPACE, ACCOUNT, account["metadata"]["uid"], 3600, sim.server.clock.now(), []
+        )
+        kubeconfig = sim.server.write_kubeconfig(tmp_path / f"{scenario.name}.kubeconfig", token)
+        run = Run(sim, kubeconfig)
+        sim.server.stats.reset()
+        try:
+            await scenario.drive(run)
+        finally:
+            if run.proc is not None and run.proc.returncode is None:
+                await run.stop()
+        return run
+    finally:
+        await sim.stop()
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
+async def test_scenario_needs_no_more_than_its_roles(tmp_path: Path, scenario: Scenario) -> None:
+    run = await play(tmp_path, scenario, rbac_objects(tmp_path, scenario.components))
+    assert run.forbidden() == 0, "\n".join(run.output)
+
+
+def _every_rule() -> list[Any]:
+    """Each rule of every role the scenarios grant, as test parameters."""
+    if shutil.which("kubectl") is None:
+        return []
+    with tempfile.TemporaryDirectory() as tmp:
+        components = tuple(sorted({c for s in SCENARIOS for c in s.components}))
+        found = list(rules(rbac_objects(Path(tmp), components)))
+    return [pytest.param(role, index, id=f"{role}[{index}]") for role, index in found]
+    params = []
+    for role, index in found:
+        params.append(pytest.param(role, index, id=f"{role}[{index}]"))
+    return params
+
+
+@pytest.mark.parametrize(("role", "index"), _every_rule())
+async def test_every_rule_is_needed(tmp_path: Path, role: str, index: int) -> None:
+    for scenario in SCENARIOS:
+        objects = rbac_objects(tmp_path, scenario.components)
+        if role not in {f"{o['kind']}/{o['metadata']['name']}" for o in objects}:
+            continue
+        try:
+            await play(tmp_path, scenario, without_rule(objects, role, index))
+        except AssertionError:
+            return  # this scenario cannot do without the rule
+    pytest.fail(f"every scenario passes without rule {index} of {role}")
