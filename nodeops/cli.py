@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 from nodeops import __version__
 from nodeops.controllers.cycling import command as cycle_command
-from nodeops.demo import command as demo_command
 from nodeops.controllers.maintenance import command as maintenance_command
+from nodeops.demo import command as demo_command
 from nodeops.drain import command as drain_command
 from nodeops.kube.logging import configure as configure_logging
 

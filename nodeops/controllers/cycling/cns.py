@@ -35,6 +35,7 @@ from nodeops.controllers.cycling.timebase import TimeBase
 from nodeops.drain.engine import Drainer
 from nodeops.drain.errors import DrainError
 from nodeops.drain.options import DrainOptions
+from nodeops.drain.sources import InvalidRule, SourcesNotReady
 from nodeops.kube import Informer, ReconcileContext, Request, Result, errors
 from nodeops.kube import objects as o
 from nodeops.kube.client import Client
@@ -308,6 +309,14 @@ class CycleNodeStatusReconciler:
         except errors.NotFound:
             await self.status.commit(view, phase="DeletingNode", message="the node is gone")
             return None
+        except (SourcesNotReady, InvalidRule) as e:
+            # Caches still filling, or a NodeDrainRule to fix: the drain waits rather than guess.
+            await self.status.commit(
+                view,
+                message=f"draining {spec.node_name}: {e}",
+                condition=("Drained", "False", type(e).__name__, str(e)[:32768]),
+            )
+            return Result(requeue_after=self.time.wall(self.settings.check_interval))
         except DrainError as e:
             await self._fail(view, f"draining {spec.node_name}: {e}", "DrainFailed")
             return None

@@ -28,6 +28,9 @@ from nodeops.controllers.cycling.notify import Notifier
 from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS, CYCLENODESTATUSES, NODEGROUPS
 from nodeops.controllers.cycling.settings import CyclingSettings
 from nodeops.controllers.cycling.timebase import TimeBase
+from nodeops.drain.engine import Drainer
+from nodeops.drain.options import DrainOptions
+from nodeops.drain.sources import SharedInformers
 from nodeops.kube import Controller, Manager, NotSynced, Request
 from nodeops.kube import objects as o
 from nodeops.kube.resources import NODES, PDBS, PODS
@@ -165,6 +168,13 @@ def install(
         time=time,
         notifier=notifier,
     )
+    # One set of drain sources for every node's drain: shared informers, and budget tokens that
+    # outlive a pass and are shared by every drain under the same budgets.
+    sources = SharedInformers.for_manager(manager)
+
+    def drainer(options: DrainOptions) -> Drainer:
+        return Drainer(manager.client, options, sources=sources, events=events)
+
     child_reconciler = CycleNodeStatusReconciler(
         client=manager.client,
         children=children,
@@ -175,6 +185,7 @@ def install(
         events=events,
         settings=settings,
         time=time,
+        drainer=drainer,
     )
 
     def active_requests(_: Obj) -> Iterable[Request]:
