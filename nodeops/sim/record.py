@@ -7,7 +7,8 @@ whatever the operator believes. It records:
 - budget violations: each time a pod stops being healthy (or goes away) while its budget then
   has fewer healthy pods than `desiredHealthy`, with the pod, the node and whether it was
   evicted;
-- evictions, the pod moves a node roll caused (a pod moved twice counts twice);
+- evictions through the Eviction API, the pod moves a node roll caused (a pod moved twice
+  counts twice);
 - the lowest ready share of every Deployment (`readyReplicas / replicas`);
 - load-balanced requests: clients send `rate` requests per simulated second through each routed
   load balancer; a request fails when the load balancer has no target in service, when its
@@ -99,9 +100,14 @@ def _ready(node: Mapping[str, Any]) -> bool:
 
 
 def _evicted(pod: Mapping[str, Any]) -> bool:
+    """Evicted through the Eviction API; pods the pod GC or the taint manager delete carry a
+    DisruptionTarget condition too, with another reason, and are not moves a drain made."""
     conditions = (pod.get("status") or {}).get("conditions") or ()
     return any(
-        c.get("type") == "DisruptionTarget" and c.get("status") == "True" for c in conditions
+        c.get("type") == "DisruptionTarget"
+        and c.get("status") == "True"
+        and c.get("reason") == "EvictionByEvictionAPI"
+        for c in conditions
     )
 
 
