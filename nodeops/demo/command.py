@@ -149,8 +149,8 @@ async def _demo(args: argparse.Namespace) -> dict[str, Any]:
                 request,
                 children,
                 pods_moved=world.record.evictions,
-                requests_sent=world.record.requests_sent,
-                requests_failed=world.record.requests_failed,
+                requests_sent=world.requests_sent,
+                requests_failed=world.requests_failed,
                 simulated_seconds=(world.sim.clock.now() - sim_start).total_seconds(),
             )
             view.show(state)
@@ -179,8 +179,8 @@ async def _demo(args: argparse.Namespace) -> dict[str, Any]:
             "wall_seconds": round(time.monotonic() - wall_start, 2),
             "api_requests": api_requests(stats),
             "cloud_requests": _cloud_requests(stats),
-            "requests_sent": world.record.requests_sent,
-            "requests_failed": world.record.requests_failed,
+            "requests_sent": world.requests_sent,
+            "requests_failed": world.requests_failed,
             "concurrency": args.concurrency,
             "time_scale": args.time_scale,
         }

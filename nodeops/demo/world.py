@@ -30,6 +30,7 @@ from nodeops.kube.client import Client
 from nodeops.kube.resources import CRDS, NAMESPACES, PODS
 from nodeops.providers.base import Provider
 from nodeops.providers.sim import SimConfig, SimProvider
+from nodeops.sim.cloud.traffic import Flow, FlowSpec
 from nodeops.sim.record import ClusterRecord
 from nodeops.sim.scenario import Scenario
 from nodeops.sim.serve import SimCluster, SimOptions
@@ -78,9 +79,8 @@ class World:
                 seed=options.seed,
             )
         )
-        self.record = ClusterRecord(self.sim.server, self.sim.clock, self.sim.cloud.state)
-        for lb, service in options.traffic.items():
-            self.record.route(lb, service)
+        self.record = ClusterRecord(self.sim.server, self.sim.clock)
+        self.flows: list[Flow] = []
         self.client: Client | None = None
         self.manager: Manager | None = None
         self.controllers: CyclingControllers | None = None
@@ -132,6 +132,17 @@ class World:
             self.sim.server.faults.update(self.options.faults, seed=self.options.seed)
         self.sim.server.stats.reset()
         self.record.start()
+        # Clients behind the load balancers: the simulated cloud's traffic, whose records say
+        # which requests failed and why.
+        for lb, service in self.options.traffic.items():
+            namespace, _, name = service.rpartition("/")
+            self.flows.append(
+                self.sim.cloud.traffic.start_flow(
+                    FlowSpec(
+                        load_balancer=lb, namespace=namespace or "default", service=name, rate=100.0
+                    )
+                )
+            )
         if self.options.controllers:
             self.start_manager()
 
@@ -223,6 +234,14 @@ class World:
     async def request(self, name: str) -> dict[str, Any] | None:
         assert self.client is not None
         return await self.client.get_or_none(CYCLENODEREQUESTS, name, OPERATOR_NAMESPACE)
+
+    @property
+    def requests_sent(self) -> int:
+        return sum(f.sent for f in self.flows)
+
+    @property
+    def requests_failed(self) -> int:
+        return sum(f.failed for f in self.flows)
 
     async def stop(self) -> None:
         await self.record.stop()
