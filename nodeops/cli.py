@@ -7,7 +7,9 @@ import sys
 from collections.abc import Sequence
 
 from nodeops import __version__
+from nodeops.controllers.cycling import command as cycle_command
 from nodeops.controllers.maintenance import command as maintenance_command
+from nodeops.demo import command as demo_command
 from nodeops.drain import command as drain_command
 from nodeops.kube.logging import configure as configure_logging
 
@@ -138,6 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="write one <group>_<plural>.yaml per CRD and a kustomization.yaml listing them",
     )
     _sim_parser(sub)
+    demo_command.add_arguments(sub)
+    cycle_command.add_arguments(sub)
     maintenance_command.add_arguments(sub)
     return parser
 
@@ -163,6 +167,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from nodeops.run import run_from_args
 
         return run_from_args(args)
+    if args.command == "demo":
+        return demo_command.run(args)
+    if args.command == "cycle":
+        return cycle_command.run(args)
     if args.command == "maintenance":
         configure_logging("warning", "console")
         return maintenance_command.run(args)

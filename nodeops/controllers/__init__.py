@@ -50,6 +50,8 @@ ENTRY_POINT_GROUP: Final = "nodeops.controllers"
 
 #: Built-in controller packages, one line each; each module exposes `PLUGIN`.
 BUILTIN: tuple[str, ...] = (
+    "nodeops.controllers.cycling",
+    "nodeops.controllers.cycling:OBSERVER_PLUGIN",
     "nodeops.controllers.detacher",
     "nodeops.controllers.kubernikus",
     "nodeops.controllers.maintenance",

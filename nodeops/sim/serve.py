@@ -23,7 +23,8 @@ class SimOptions:
     pods_per_node: int = 0
     node_groups: int = 0
     """Without a scenario: this many cloud node groups (`group-<i>`) of `nodes` nodes each."""
-    scenario: str | None = None
+    scenario: Any = None
+    """A scenario file's path, or a `Scenario` already built."""
     host: str = "127.0.0.1"
     port: int = 0
     kubeconfig_out: str | None = None
@@ -50,10 +51,13 @@ class SimCluster:
         self.options = options
         self.scenario: Any = None
         time_scale = options.time_scale
-        if options.scenario:
+        if isinstance(options.scenario, str):
             from nodeops.sim.scenario import load_scenario
 
             self.scenario = load_scenario(options.scenario)
+        elif options.scenario is not None:
+            self.scenario = options.scenario
+        if self.scenario is not None:
             if time_scale is None:
                 time_scale = getattr(self.scenario, "time_scale", None)
         self.clock = Clock(time_scale or 1.0)
