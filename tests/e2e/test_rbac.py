@@ -15,6 +15,7 @@ import asyncio
 import copy
 import shutil
 import signal
+import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
@@ -60,7 +61,7 @@ class Run:
 
     async def start(self, *args: str) -> None:
         self.proc = await asyncio.create_subprocess_exec(
-            "nodeops", "run", "--kubeconfig", str(self.kubeconfig), "--log-format", "json",
+            sys.executable, "-m", "nodeops.cli", "run", "--kubeconfig", str(self.kubeconfig), "--log-format", "json",
             "--metrics-addr", "0", "--health-addr", "0", *args,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         )  # fmt: skip
