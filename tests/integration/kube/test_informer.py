@@ -140,7 +140,7 @@ async def test_reads_before_sync_raise_instead_of_answering_empty(
     client: Client, sim: SimServer
 ) -> None:
     await client.create(CONFIGMAPS, {"metadata": {"name": "exists"}}, "default")
-    sim.faults.update("error=500@list/configmaps")  # the first list keeps failing
+    sim.faults.update("error=500@list,watch/configmaps")  # the first sync keeps failing
     inf = Informer(client, CONFIGMAPS)
     inf.backoff.initial = 0.01
     inf.start()
