@@ -61,6 +61,9 @@ DeleteHandler = Callable[[Obj], None]
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 # The annotation of the bookmark that ends a watch-list's initial events.
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+# Watch-lists broken in a row (each after some of its initial events) before one sync is done
+# by a paginated list instead.
+BROKEN_WATCH_LISTS = 3
 
 
 def default_transform(obj: Obj) -> Obj:
@@ -246,6 +249,8 @@ class Informer:
         self.resync_period = resync_period
         self.watch_timeout = watch_timeout
         self.watch_list = watch_list
+        # Watch-lists in a row that broke after some of their initial events.
+        self._broken_watch_lists = 0
         self._items: dict[str, bytes] = {}
         self._indexers: dict[str, IndexFunc] = {}
         self._indices: dict[str, dict[str, set[str]]] = {}
@@ -617,7 +622,14 @@ class Informer:
         """Bring the cache to the server's current state; returns the watch to continue, if any."""
         INFORMER_LISTS.labels(self.resource.key).inc()
         refused = self.client.watch_list_refused.get(self.resource.key)
-        if self.watch_list and refused is None:
+        if self.watch_list and refused is None and self._broken_watch_lists >= BROKEN_WATCH_LISTS:
+            # Streams that keep breaking before their state is complete (a proxy that cuts long
+            # responses, say) would never sync: short paged requests get through this time.
+            self._log.warning(
+                "watch-lists keep breaking; syncing by a paginated list this time",
+                attempts=self._broken_watch_lists,
+            )
+        elif self.watch_list and refused is None:
             try:
                 return await self._watch_list()
             except (errors.TooManyRequests, errors.Gone):
@@ -642,6 +654,7 @@ class Informer:
                         error_type=type(exc).__name__,
                     )
         await self._list()
+        self._broken_watch_lists = 0
         self._mark_synced()
         return None
 
@@ -662,11 +675,16 @@ class Informer:
                 with paused_gc:
                     self._apply_batch(batch, sync)
                 if sync.done:
+                    self._broken_watch_lists = 0
                     return stream
         except BaseException:
             await stream.aclose()
+            if sync.events:
+                self._broken_watch_lists += 1
             raise
         await stream.aclose()
+        if sync.events:
+            self._broken_watch_lists += 1
         if not sync.events:
             # client-go's "very short watch": nothing at all came; list instead this time.
             raise _NoWatchList("the watch-list ended without any event", refused=False)

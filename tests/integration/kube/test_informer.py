@@ -62,10 +62,13 @@ async def _converged(client: Client, inf: Informer, res: Any, timeout: float = 2
         await asyncio.sleep(0.05)
 
 
-async def test_sync_indexes_and_handlers(client: Client, sim: SimServer) -> None:
+@pytest.mark.parametrize("watch_list", [True, False], ids=["watch-list", "paged"])
+async def test_sync_indexes_and_handlers(client: Client, sim: SimServer, watch_list: bool) -> None:
     for i in range(30):
         await client.create(PODS, _pod(f"p{i}", f"n{i % 3}"), "default")
-    inf = Informer(client, PODS, indexers={"node": index_pods_by_node}, page_size=7)
+    inf = Informer(
+        client, PODS, indexers={"node": index_pods_by_node}, page_size=7, watch_list=watch_list
+    )
     adds: list[str] = []
     updates: list[tuple[str, str]] = []
     deletes: list[str] = []
@@ -95,18 +98,19 @@ async def test_sync_indexes_and_handlers(client: Client, sim: SimServer) -> None
 
 
 @pytest.mark.parametrize(
-    "faults",
+    ("faults", "watch_list"),
     [
-        "watch-cut=events:3@configmaps",
-        "watch-cut=seconds:0.3@configmaps",
-        "watch-expire=1@configmaps; watch-cut=events:5@configmaps",
-        "error=500:0.05@*/configmaps; error=429:0.02@*/configmaps:retry-after=1",
+        ("watch-cut=events:3@configmaps", True),
+        ("watch-cut=seconds:0.3@configmaps", True),
+        ("watch-expire=1@configmaps; watch-cut=events:5@configmaps", True),
+        ("watch-expire=1@configmaps; watch-cut=events:5@configmaps", False),
+        ("error=500:0.05@*/configmaps; error=429:0.02@*/configmaps:retry-after=1", True),
     ],
 )
 async def test_cache_equals_server_under_faults(
-    client: Client, sim: SimServer, faults: str
+    client: Client, sim: SimServer, faults: str, watch_list: bool
 ) -> None:
-    inf = Informer(client, CONFIGMAPS, page_size=10)
+    inf = Informer(client, CONFIGMAPS, page_size=10, watch_list=watch_list)
     inf.backoff.initial = 0.01
     inf.backoff.maximum = 0.1
     inf.start()
