@@ -1,9 +1,11 @@
 """Informers: a watched, indexed cache of one resource, shared by every controller that reads it.
 
-Semantics are client-go's reflector and shared informer: a paginated list, then a watch from the
-list's resourceVersion with bookmarks; a random server timeout of 5-10 minutes and a client read
-timeout so a dead connection cannot stall the cache; a relist on 410 Gone; exponential backoff
-(0.8 s up to 30 s, with jitter) on errors; add/update/delete handlers with old and new objects.
+Semantics are client-go's reflector and shared informer: the initial state streamed by a
+watch-list that then goes on as the watch (a paginated list and a watch from its resourceVersion
+where the server refuses watch-lists), bookmarks on; a random server timeout of 5-10 minutes and
+a client read timeout so a dead connection cannot stall the cache; a relist on 410 Gone;
+exponential backoff (0.8 s up to 30 s, with jitter) on errors; add/update/delete handlers with
+old and new objects.
 
 The cache keeps each object as compact JSON bytes after the transform, not as a dict: a Python
 dict costs about five times the JSON it came from, and an operator watching every pod of a
