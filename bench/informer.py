@@ -14,6 +14,9 @@ Per repeat, over nodes and then pods:
   the initial events; nothing is decoded.
 - `paged_list_read`, a floor: the paginated list (500 per page) read as bytes; only each page's
   head is decoded, for its continue token.
+- `watch_list_decode`: the same watch-list with every event decoded into a dict (orjson, the
+  collector paused per group of events, as the informer does) and dropped: the least CPU any
+  informer that hands dicts to handlers spends, and so the floor for it in pure Python.
 - `informer_watch_list`: `InformerFactory` informers for nodes and pods (default transform, pods
   indexed by node) from start until synced, syncing by watch-list (the default), with the CPU
   seconds the process spent and the resident memory the cache holds, per object. If the server
@@ -42,7 +45,13 @@ from typing import Any
 
 from bench.simproc import ClusterShape, ServerProcess
 
-KINDS = ("watch_list_read", "paged_list_read", "informer_watch_list", "informer_paged")
+KINDS = (
+    "watch_list_read",
+    "paged_list_read",
+    "watch_list_decode",
+    "informer_watch_list",
+    "informer_paged",
+)
 INFORMERS = {"informer_watch_list": True, "informer_paged": False}
 END_MARKER = b"k8s.io/initial-events-end"
 ADDED = b'{"type":"ADDED"'
@@ -118,6 +127,49 @@ async def _watch_list_read(target: Target) -> dict[str, Any]:
         }
     finally:
         await client.close()
+
+
+async def _watch_list_decode(target: Target) -> dict[str, Any]:
+    """The watch-list again, every event decoded (collector paused per group) and dropped."""
+
+    from nodeops.common.gcpause import paused_gc
+
+    client = await _client(target)
+    try:
+        started = time.perf_counter()
+        cpu = time.process_time()
+        objects = 0
+        for res in _resources():
+            stream = client.watch_lines(res, timeout_seconds=3600, send_initial_events=True)
+            try:
+                async for batch in stream:
+                    with paused_gc:
+                        added, done = _decode_all(batch)
+                    objects += added
+                    if done:
+                        break
+            finally:
+                await stream.aclose()
+        return {
+            "seconds": time.perf_counter() - started,
+            "cpu_seconds": time.process_time() - cpu,
+            "objects": objects,
+        }
+    finally:
+        await client.close()
+
+
+def _decode_all(batch: list[Any]) -> tuple[int, bool]:
+    """Decode a group of event lines; how many were objects, and whether the state ended."""
+    import orjson
+
+    added = 0
+    for line in batch:
+        event = orjson.loads(line)
+        if event["type"] == "BOOKMARK":
+            return added, True
+        added += 1
+    return added, False
 
 
 async def _paged(target: Target, decode: bool) -> dict[str, Any]:
@@ -204,6 +256,8 @@ def _child(kind: str, target: Target, conn: Any) -> None:
         result = asyncio.run(_watch_list_read(target))
     elif kind == "paged_list_read":
         result = asyncio.run(_paged(target, decode=False))
+    elif kind == "watch_list_decode":
+        result = asyncio.run(_watch_list_decode(target))
     elif kind == "list_decode":
         result = asyncio.run(_paged(target, decode=True))
     else:
@@ -281,6 +335,13 @@ def main(argv: list[str] | None = None) -> int:
         "informer_watch_list_to_watch_list_read": round(sync_ratio, 3),
         "informer_watch_list_cpu_to_watch_list_read_cpu": round(
             streaming["cpu_seconds"] / figures["watch_list_read"]["cpu_seconds"], 3
+        ),
+        # How far the decoding alone is from the streaming floor, and the informer from it.
+        "watch_list_decode_to_watch_list_read": round(
+            figures["watch_list_decode"]["seconds"] / figures["watch_list_read"]["seconds"], 3
+        ),
+        "informer_watch_list_to_watch_list_decode": round(
+            streaming["seconds"] / figures["watch_list_decode"]["seconds"], 3
         ),
         "informer_paged_to_paged_list_read": round(
             paged["seconds"] / figures["paged_list_read"]["seconds"], 3
