@@ -88,6 +88,20 @@ _OBJECT_EVENTS = (
 )
 
 
+def object_event(line: Line) -> tuple[str, memoryview] | None:
+    """`(type, the bytes after the head)` of a line that is `{"type":"ADDED","object":...}` (or
+    MODIFIED) as kube-apiserver writes it, else None.
+
+    The bytes are the event's object only if they are one JSON value: a caller that cannot
+    decode them as one decodes the whole line instead (see `split`).
+    """
+    if line[-1] == _CLOSE:
+        for head, etype in _OBJECT_EVENTS:
+            if line[: len(head)] == head:
+                return etype, memoryview(line)[len(head) : -1]
+    return None
+
+
 def split(line: Line, url: str = "") -> tuple[str, Any, memoryview | None]:
     """`(type, object, the object's own bytes or None)` of one watch event line.
 
@@ -99,14 +113,13 @@ def split(line: Line, url: str = "") -> tuple[str, Any, memoryview | None]:
     order, more members, a DELETED, BOOKMARK or ERROR event) is decoded whole, as `decode`
     does, with None for the bytes.
     """
-    if line[-1] == _CLOSE:
-        for head, etype in _OBJECT_EVENTS:
-            if line[: len(head)] == head:
-                view = memoryview(line)[len(head) : -1]
-                try:
-                    return etype, orjson.loads(view), view
-                except orjson.JSONDecodeError:
-                    break
+    found = object_event(line)
+    if found is not None:
+        etype, view = found
+        try:
+            return etype, orjson.loads(view), view
+        except orjson.JSONDecodeError:
+            pass
     etype, obj = decode(line, url)
     return etype, obj, None
 
