@@ -192,10 +192,13 @@ def _tag(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-async def test_factory_transform_and_metadata_only(client: Client, sim: SimServer) -> None:
+@pytest.mark.parametrize("watch_list", [True, False], ids=["watch-list", "paged"])
+async def test_factory_transform_and_metadata_only(
+    client: Client, sim: SimServer, watch_list: bool
+) -> None:
     for i in range(3):
         await client.create(PODS, _pod(f"p{i}", f"n{i}", {"app": "a"}), "default")
-    factory = InformerFactory(client)
+    factory = InformerFactory(client, watch_list=watch_list)
     full = factory.informer(PODS)
     slim = factory.informer(
         PODS, metadata_only=("spec.nodeName",), indexers={"node": index_pods_by_node}
@@ -221,3 +224,21 @@ async def test_factory_transform_and_metadata_only(client: Client, sim: SimServe
         assert set(late.get("p0", "default") or {}) == {"apiVersion", "kind", "metadata"}
     finally:
         await factory.stop()
+
+
+@pytest.mark.parametrize("watch_list", [True, False], ids=["watch-list", "paged"])
+async def test_without_a_transform_objects_are_kept_whole(
+    client: Client, sim: SimServer, watch_list: bool
+) -> None:
+    for i in range(3):
+        await client.create(PODS, _pod(f"p{i}", "n1"), "default")
+    inf = Informer(client, PODS, transform=None, watch_list=watch_list)
+    inf.start()
+    try:
+        await asyncio.wait_for(inf.wait_synced(), 10)
+        await client.create(PODS, _pod("late", "n1"), "default")
+        await _converged(client, inf, PODS)
+        for name in ("p1", "late"):
+            assert inf.get(name, "default") == await client.get(PODS, name, "default")
+    finally:
+        await inf.stop()

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
-from nodeops.common import watchlines
+from nodeops.common import jsonbytes, watchlines
 from nodeops.common.apierrors import Gone
 from nodeops.kube.client import Client
 from nodeops.kube.informer import LAST_APPLIED, Informer, _list_head, default_transform
@@ -163,3 +163,26 @@ def test_the_default_transform_on_bytes_is_the_transform(raw: bytes) -> None:
         return
     assert orjson.loads(compact) == expected
     assert list(orjson.loads(compact)) == list(expected)  # the members in the same order
+
+
+def test_members_are_the_objects_own_and_join_back() -> None:
+    raw = b'{"a":{"b":[1,2]},"s":"\\u00e9","a":3,"n":null}'
+    members = jsonbytes.members(raw)
+    assert members is not None
+    assert {k: bytes(v) for k, v in members.items()} == {"a": b"3", "s": b'"\\u00e9"', "n": b"null"}
+    assert orjson.loads(jsonbytes.joined(members)) == orjson.loads(raw)
+    for not_one_object in (b"[1]", b"null", b'{"a":1} {"b":2}', b'{"a":[1,,2]}', b""):
+        assert jsonbytes.members(not_one_object) is None
+
+
+def test_a_list_page_splits_into_its_items() -> None:
+    items = [{"metadata": {"name": f"o{i}"}, "data": {"k": "v" * i}} for i in range(5)]
+    page = orjson.dumps({"kind": "List", "metadata": {"continue": "t"}, "items": items})
+    split = jsonbytes.list_items(page)
+    assert split is not None
+    top, raws = split
+    assert [orjson.loads(memoryview(r)) for r in raws] == items
+    assert orjson.loads(memoryview(top["metadata"])) == {"continue": "t"}
+    # Not a list as kube writes one: the caller decodes it whole.
+    assert jsonbytes.list_items(b'{"kind":"List","items":null}') is None
+    assert jsonbytes.list_items(b'{"kind":"List"}') is None
