@@ -7,6 +7,9 @@ import sys
 from collections.abc import Sequence
 
 from nodeops import __version__
+from nodeops.controllers.cycling import command as cycle_command
+from nodeops.controllers.maintenance import command as maintenance_command
+from nodeops.demo import command as demo_command
 from nodeops.drain import command as drain_command
 from nodeops.kube.logging import configure as configure_logging
 
@@ -48,6 +51,15 @@ def _sim_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--instant", action="store_true", help="kubelet starts and stops pods at once"
     )
     serve.add_argument("--no-controllers", action="store_true", help="serve the API only")
+    serve.add_argument("--kube-version", help="what /version reports, e.g. v1.32.1")
+    serve.add_argument(
+        "--openstack-pool",
+        action="append",
+        default=[],
+        metavar="NAME:SIZE[:VERSION]",
+        help="a Kubernikus-style node pool behind a simulated Keystone + Nova; its first "
+        "servers run VERSION, new ones --kube-version (repeatable)",
+    )
 
 
 class _JoinCommaLists(argparse.Action):
@@ -128,16 +140,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="write one <group>_<plural>.yaml per CRD and a kustomization.yaml listing them",
     )
     _sim_parser(sub)
+    demo_command.add_arguments(sub)
+    cycle_command.add_arguments(sub)
+    maintenance_command.add_arguments(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command in ("drain", "cordon", "uncordon"):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in drain_command.COMMANDS:
         # Commands talk to the user on stdout/stderr; the runtime's logs only when they warn.
         configure_logging("warning", "console")
-        return drain_command.run(args)
+        return drain_command.main(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.command == "crds":
         from nodeops.api import render_crds_yaml, write_all_crd_files
 
@@ -151,6 +167,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from nodeops.run import run_from_args
 
         return run_from_args(args)
+    if args.command == "demo":
+        return demo_command.run(args)
+    if args.command == "cycle":
+        return cycle_command.run(args)
+    if args.command == "maintenance":
+        configure_logging("warning", "console")
+        return maintenance_command.run(args)
     if args.command == "sim" and args.sim_command == "serve":
         from nodeops.sim.serve import serve_from_args
 

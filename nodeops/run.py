@@ -228,9 +228,9 @@ def _describe(exc: ValidationError) -> str:
 async def _run(settings: RunSettings, args: Any) -> int:
     from nodeops.controllers import PluginError, SetupContext, SetupError, plugins
     from nodeops.kube import errors
-    from nodeops.kube.client import Client
     from nodeops.kube.leaderelection import LeaderElectionConfig
     from nodeops.kube.manager import Manager
+    from nodeops.kube.oneshot import KubeconfigError, load_client
     from nodeops.providers.base import ProviderConfigError
 
     try:
@@ -260,9 +260,9 @@ async def _run(settings: RunSettings, args: Any) -> int:
         print(f"nodeops run: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     try:
-        client = await Client.from_kubeconfig(settings.kubeconfig, settings.context)
-    except Exception as exc:
-        print(f"nodeops run: cannot load cluster configuration: {exc}", file=sys.stderr)
+        client = await load_client(settings.kubeconfig, settings.context)
+    except KubeconfigError as exc:
+        print(f"nodeops run: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     try:
         await client.request("GET", "/version", timeout=10)

@@ -18,11 +18,14 @@ from nodeops.api.conditions import (
     set_condition,
 )
 from nodeops.api.crd import all_crds, crd_for, render_crds_yaml, write_all_crd_files
+from nodeops.api.cyclenoderequest import CycleNodeRequest
+from nodeops.api.cyclenodestatus import CycleNodeStatus
 from nodeops.api.drainrule import DrainBehavior, NodeDrainRule
 from nodeops.api.errors import FieldError, InvalidResource
 from nodeops.api.labelselector import LabelSelector, LabelSelectorRequirement
 from nodeops.api.loadbalancerattachment import LoadBalancerAttachment
 from nodeops.api.meta import API_VERSION, GROUP, VERSION, ObjectMeta
+from nodeops.api.nodegroup import NodeGroup
 from nodeops.api.resource import KindInfo, PrinterColumn, Resource
 
 __all__ = [
@@ -33,6 +36,8 @@ __all__ = [
     "Condition",
     "ConditionStatus",
     "Conditions",
+    "CycleNodeRequest",
+    "CycleNodeStatus",
     "DrainBehavior",
     "FieldError",
     "InvalidResource",
@@ -41,6 +46,7 @@ __all__ = [
     "LabelSelectorRequirement",
     "LoadBalancerAttachment",
     "NodeDrainRule",
+    "NodeGroup",
     "ObjectMeta",
     "PrinterColumn",
     "Resource",
@@ -56,5 +62,8 @@ __all__ = [
 
 KINDS: Final[tuple[type[Resource], ...]] = (
     NodeDrainRule,
+    CycleNodeRequest,
+    CycleNodeStatus,
+    NodeGroup,
     LoadBalancerAttachment,
 )

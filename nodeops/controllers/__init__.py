@@ -49,7 +49,13 @@ __all__ = [
 ENTRY_POINT_GROUP: Final = "nodeops.controllers"
 
 #: Built-in controller packages, one line each; each module exposes `PLUGIN`.
-BUILTIN: tuple[str, ...] = ("nodeops.controllers.detacher",)
+BUILTIN: tuple[str, ...] = (
+    "nodeops.controllers.cycling",
+    "nodeops.controllers.cycling:OBSERVER_PLUGIN",
+    "nodeops.controllers.detacher",
+    "nodeops.controllers.kubernikus",
+    "nodeops.controllers.maintenance",
+)
 
 _NAME: Final = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
 

@@ -1,27 +1,46 @@
 """A client-side view of PodDisruptionBudgets, so a drain sends only evictions that can pass.
 
 kubectl fires every eviction and retries each refusal on a 5 s timer. Here every eviction of a
-pod covered by a budget first takes a token: the budget's `disruptionsAllowed` as last seen by
-watch, minus evictions in flight, minus evictions the server approved that the watched status
-does not show yet (the pod is not in `status.disruptedPods`). A freed budget is used the moment
-its status changes, and the server is never asked for what it must refuse. The server stays the
-judge: a refusal still happens when the view is stale, and is retried on the next change.
+pod covered by a budget first takes a token: the budget's `disruptionsAllowed` as last seen,
+minus the evictions of its pods that this view has sent and that the seen status does not
+reflect yet. A freed budget is used the moment its status changes, and the server is never asked
+for what it must refuse. The server stays the judge: a refusal still happens when the view is
+stale, and is retried on the next change.
+
+When a status reflects an eviction is the whole difficulty, because three streams race: the
+eviction's answer, the budget's watch and the pod's watch. kube-apiserver writes the budget's
+status (one disruption spent, the pod in `status.disruptedPods`) before it touches the pod and
+long before it answers, so that status often arrives before the answer; the disruption
+controller drops the pod from `disruptedPods` as soon as the pod is terminating, so the next
+status may never list it. An eviction therefore stops holding a token when
+
+- a status lists its pod in `disruptedPods` (that status has the disruption spent), or
+- its pod was seen terminating or gone, and a status written after that has been seen (the pod
+  then no longer counts as healthy in it): written later by resourceVersion when both are
+  numbers, as etcd's revisions are, else seen later,
+
+whatever the order these arrive in, and never because time passed. A refused eviction stops
+holding its token at once.
+
+kube-apiserver also serialises evictions under one budget: each reads the budget and writes its
+status guarded by resourceVersion, and those that lose the race wait 500 ms before reading it
+again. So at most one eviction per budget is sent while the budget's status has not shown the
+previous one; the next goes the moment it does, which is sooner than a conflict would allow.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
+import contextlib
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from nodeops.common.selectors import SelectorError, label_selector_from_object
 from nodeops.kube import objects as o
-from nodeops.kube.informer import Informer
 
-Key = tuple[str, str]
-# An approval the watched status never showed (a missed event) stops counting after this long.
-_APPROVAL_MEMORY = 30.0
+Key = tuple[str, str]  # (namespace, name) of a budget
+Obj = dict[str, Any]
 
 
 class PdbSource(Protocol):
@@ -45,33 +64,97 @@ class PdbSnapshot:
         return self._by_key.get((namespace or "", name))
 
 
+def _rv(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def _later(status_rv: str, event_rv: str) -> bool | None:
+    """Whether `status_rv` was written after `event_rv`; None when they cannot be compared."""
+    if status_rv.isdigit() and event_rv.isdigit():
+        return int(status_rv) > int(event_rv)
+    return None
+
+
+@dataclass
+class _Eviction:
+    """One eviction this view sent, from the moment it takes its token."""
+
+    uid: str
+    answered: bool = False  # the server approved it (or its outcome is unknown)
+    shown: bool = False  # a status listed the pod in disruptedPods
+    gone_rv: str | None = None  # the pod's event that showed it terminating or gone
+    gone_seq: int = 0  # statuses seen when that event was seen
+
+
+@dataclass
+class _Budget:
+    seq: int = 0  # statuses seen
+    evictions: dict[str, _Eviction] = field(default_factory=dict)  # by pod name
+
+
 class BudgetGate:
+    """Tokens per budget, from the watched status and the evictions sent under it.
+
+    Feed it what the drain sees: `observe_budget` for each budget event (or call `watch` with
+    the budgets' informer), `observe_pod` for each event of a pod it evicted, `release` for each
+    eviction's answer. It is shared by every drain that uses the same budgets, so several nodes
+    drained at once never ask a budget for more than it allows.
+    """
+
     def __init__(self, pdbs: PdbSource) -> None:
         self.pdbs = pdbs
-        self.approved: dict[Key, dict[str, float]] = {}
-        self.in_flight: dict[Key, int] = {}
+        self._budgets: dict[Key, _Budget] = {}
+        self._by_pod: dict[tuple[str, str], Key] = {}
         self._tick = asyncio.Event()
 
-    def watch(self, informer: Informer) -> None:
+    # ------------------------------------------------------------------ what is seen
+
+    def watch(self, informer: Any) -> None:
         """Follow budget changes from `informer` (the source of `pdbs`)."""
         informer.add_handler(
-            on_add=self._changed,
-            on_update=lambda _old, new: self._changed(new),
-            on_delete=self._changed,
+            on_add=self.observe_budget,
+            on_update=lambda _old, new: self.observe_budget(new),
+            on_delete=self.forget_budget,
         )
 
-    def _notify(self) -> None:
-        self._tick.set()
-        self._tick = asyncio.Event()
-
-    def _changed(self, pdb: Mapping[str, Any]) -> None:
+    def observe_budget(self, pdb: Mapping[str, Any]) -> None:
+        """A budget's status as the watch delivered it."""
         key = (o.namespace(pdb), o.name(pdb))
-        shown = (pdb.get("status") or {}).get("disruptedPods") or {}
-        approved = self.approved.get(key)
-        if approved:
-            for name in [n for n in approved if n in shown]:
-                del approved[name]
+        budget = self._budgets.get(key)
+        if budget is not None:
+            budget.seq += 1
+            shown = (pdb.get("status") or {}).get("disruptedPods") or {}
+            for pod, ev in list(budget.evictions.items()):
+                if pod in shown:
+                    ev.shown = True
+                self._drop_if_done(key, budget, pod, ev)
         self._notify()
+
+    def forget_budget(self, pdb: Mapping[str, Any]) -> None:
+        key = (o.namespace(pdb), o.name(pdb))
+        budget = self._budgets.pop(key, None)
+        for pod in budget.evictions if budget is not None else ():
+            self._by_pod.pop((key[0], pod), None)
+        self._notify()
+
+    def observe_pod(self, pod: Mapping[str, Any], *, deleted: bool = False) -> None:
+        """An event of a pod: one terminating or deleted may free its eviction's token."""
+        if not deleted and o.deletion_timestamp(pod) is None:
+            return
+        ns, name = o.namespace(pod), o.name(pod)
+        key = self._by_pod.get((ns, name))
+        budget = self._budgets.get(key) if key is not None else None
+        if key is None or budget is None:
+            return
+        ev = budget.evictions.get(name)
+        if ev is None or ev.gone_rv is not None or (ev.uid and o.uid(pod) != ev.uid):
+            return
+        ev.gone_rv = _rv(pod)
+        ev.gone_seq = budget.seq
+        self._drop_if_done(key, budget, name, ev)
+        self._notify()
+
+    # ------------------------------------------------------------------ tokens
 
     def budget_for(self, pod: Mapping[str, Any]) -> Key | None:
         """The one budget covering a running pod; None when none does, or several do (the
@@ -90,44 +173,98 @@ class BudgetGate:
                 matches.append((ns, o.name(pdb)))
         return matches[0] if len(matches) == 1 else None
 
+    def _reflected(self, key: Key, ev: _Eviction, pdb: Mapping[str, Any] | None) -> bool:
+        if ev.shown:
+            return True
+        if ev.gone_rv is None:
+            return False
+        later = _later(_rv(pdb), ev.gone_rv) if pdb is not None else None
+        if later is not None:
+            return later
+        return self._budgets[key].seq > ev.gone_seq
+
+    def _drop_if_done(self, key: Key, budget: _Budget, pod: str, ev: _Eviction) -> None:
+        if ev.answered and self._reflected(key, ev, self.pdbs.get(key[1], key[0])):
+            del budget.evictions[pod]
+            self._by_pod.pop((key[0], pod), None)
+
     def tokens(self, key: Key) -> int:
+        """Disruptions the budget allows that no eviction sent under it holds."""
         pdb = self.pdbs.get(key[1], key[0])
         if pdb is None:
             return 1
         allowed = int((pdb.get("status") or {}).get("disruptionsAllowed") or 0)
-        approved = self.approved.get(key) or {}
-        cutoff = time.monotonic() - _APPROVAL_MEMORY
-        for name in [n for n, at in approved.items() if at < cutoff]:
-            del approved[name]
-        return allowed - len(approved) - self.in_flight.get(key, 0)
+        budget = self._budgets.get(key)
+        if budget is None:
+            return allowed
+        shown = (pdb.get("status") or {}).get("disruptedPods") or {}
+        held = 0
+        for pod, ev in budget.evictions.items():
+            if pod in shown:
+                ev.shown = True
+            if not self._reflected(key, ev, pdb):
+                held += 1
+        return allowed - held
 
-    def try_take(self, key: Key) -> bool:
-        """Take a token if the budget has one; checking and taking is one step."""
-        if self.tokens(key) <= 0:
+    def _writing(self, key: Key) -> bool:
+        """An eviction under the budget is sent and its status write not seen yet."""
+        budget = self._budgets.get(key)
+        return budget is not None and any(
+            not ev.answered and not ev.shown for ev in budget.evictions.values()
+        )
+
+    def try_take(self, key: Key, pod: Mapping[str, Any]) -> bool:
+        """Take a token for evicting `pod` if the budget has one; checking and taking is one
+        step. Also False while the budget's previous eviction is still being written."""
+        if self.tokens(key) <= 0 or self._writing(key):
             return False
-        self.in_flight[key] = self.in_flight.get(key, 0) + 1
+        budget = self._budgets.setdefault(key, _Budget())
+        name = o.name(pod)
+        budget.evictions[name] = _Eviction(uid=o.uid(pod))
+        self._by_pod[(key[0], name)] = key
         return True
 
-    async def acquire(self, key: Key, timeout: float) -> bool:
+    async def acquire(self, key: Key, pod: Mapping[str, Any], timeout: float) -> bool:
         """Take a token, waiting up to `timeout` for the budget to allow one."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        while not self.try_take(key):
+        while not self.try_take(key, pod):
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return False
             await self.wait_change(remaining)
         return True
 
-    def release(self, key: Key, approved_pod: str | None) -> None:
-        self.in_flight[key] = max(0, self.in_flight.get(key, 0) - 1)
-        if approved_pod is not None:
-            self.approved.setdefault(key, {})[approved_pod] = time.monotonic()
+    def release(self, key: Key, pod: Mapping[str, Any], approved: bool) -> None:
+        """The eviction was answered: approved (or with an unknown outcome), or refused."""
+        budget = self._budgets.get(key)
+        name = o.name(pod)
+        ev = budget.evictions.get(name) if budget is not None else None
+        if budget is not None and ev is not None:
+            if approved:
+                ev.answered = True
+                self._drop_if_done(key, budget, name, ev)
+            else:
+                del budget.evictions[name]
+                self._by_pod.pop((key[0], name), None)
         self._notify()
+
+    def held(self, key: Key) -> list[str]:
+        """Pods whose evictions still hold a token of the budget (for reports and tests)."""
+        pdb = self.pdbs.get(key[1], key[0])
+        budget = self._budgets.get(key)
+        if budget is None:
+            return []
+        return sorted(p for p, ev in budget.evictions.items() if not self._reflected(key, ev, pdb))
+
+    # ------------------------------------------------------------------ waiting
+
+    def _notify(self) -> None:
+        self._tick.set()
+        self._tick = asyncio.Event()
 
     async def wait_change(self, timeout: float) -> None:
         tick = self._tick
-        try:
-            await asyncio.wait_for(tick.wait(), timeout)
-        except TimeoutError:
-            pass
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):  # wait_for would swallow a cancellation (3.11)
+                await tick.wait()

@@ -1,14 +1,17 @@
-"""The drain engine: cordon, decide, evict in order, wait by watch, report.
+"""The drain engine: cordon, decide, evict in order, wait, report.
 
-One engine serves `nodeops drain` (run to completion) and the controllers (`step`: one
-non-blocking pass that returns progress for a condition, then the reconciler requeues).
+One algorithm serves `nodeops drain` (`Drainer.drain`: run to completion) and the controllers
+(`Drainer.step`: one pass that returns progress for a condition, then the reconciler requeues).
+Both look at the node the same way (kubectl's filters, then rules, labels and priorities), take
+the same budget tokens, honour dry runs and the volume wait alike; they differ only in where they
+read the cluster (`nodeops.drain.sources`) and in whether they wait for the next change.
 
-Waiting is driven by watches, never by polling: the pods of the node are watched (a deletion is
-seen the moment it happens, and a pod re-created under the same name is told apart by its UID),
-and PodDisruptionBudgets are watched once an eviction is refused, so the eviction is retried the
-moment the budget allows one more disruption rather than on a fixed timer. Budgets are never
-bypassed: pods are deleted instead of evicted only when the caller disables eviction, and pods
-stuck terminating past their grace are force-deleted only when asked for.
+Waiting is driven by watches, never by polling: the node's pods are watched (a deletion is seen
+the moment it happens, and a pod re-created under the same name is told apart by its UID), and
+so are the PodDisruptionBudgets, so an eviction is sent the moment its budget allows it rather
+than on a fixed timer. Budgets are never bypassed: pods are deleted instead of evicted only when
+the caller disables eviction, and pods stuck terminating past their grace are force-deleted only
+when asked for.
 """
 
 from __future__ import annotations
@@ -23,28 +26,45 @@ from typing import Any
 
 import structlog
 
-from nodeops.drain.budgets import BudgetGate, PdbSnapshot
+from nodeops.common.selectors import parse_label_selector
+from nodeops.drain.budgets import BudgetGate
 from nodeops.drain.classify import (
+    Behavior,
     Classification,
     Decision,
     RuleView,
     classify,
     daemonset_of,
 )
-from nodeops.drain.errors import DrainError, DrainTimeout, PreflightError
+from nodeops.drain.errors import (
+    DrainError,
+    DrainTimeout,
+    PreflightError,
+    VolumeDetachTimeout,
+)
 from nodeops.drain.options import DAEMONSET_DRAIN_TAINT, DrainOptions
 from nodeops.drain.plan import Plan, budget_wait, make_plan, report
-from nodeops.drain.rules import load_rules
+from nodeops.drain.sources import ClusterSnapshot, DrainSources, WatchedCluster
+from nodeops.drain.volumes import pending_volumes, skipped_volume_ids, volume_report
 from nodeops.kube import errors
 from nodeops.kube import objects as o
 from nodeops.kube.client import Client
 from nodeops.kube.events import NORMAL, WARNING, EventRecorder
-from nodeops.kube.informer import Informer
-from nodeops.kube.resources import DAEMONSETS, NAMESPACES, NODES, PDBS, PODS
+from nodeops.kube.resources import NODES, PODS
 
 log = structlog.get_logger(__name__)
 
 Obj = dict[str, Any]
+
+__all__ = [
+    "DrainError",
+    "DrainProgress",
+    "DrainResult",
+    "DrainTimeout",
+    "Drainer",
+    "PreflightError",
+    "VolumeDetachTimeout",
+]
 
 
 @dataclass
@@ -55,6 +75,7 @@ class DrainProgress:
     plan: Plan
     failures: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    volumes: list[str] = field(default_factory=list)  # still attached (with wait_for_volumes)
 
     @property
     def blocking(self) -> dict[str, str]:
@@ -81,11 +102,16 @@ ProgressCallback = Callable[[DrainProgress], None]
 
 
 class Drainer:
+    """Drains nodes. `sources` says where the cluster is read (see `nodeops.drain.sources`):
+    by default `drain` watches on its own and `step` lists once per pass; a controller passes
+    `SharedInformers.for_manager(manager)`, made once when the controllers are set up."""
+
     def __init__(
         self,
         client: Client,
         options: DrainOptions | None = None,
         *,
+        sources: DrainSources | None = None,
         events: EventRecorder | None = None,
         on_progress: ProgressCallback | None = None,
         on_evicting: Callable[[Obj], None] | None = None,
@@ -94,18 +120,23 @@ class Drainer:
     ) -> None:
         self.client = client
         self.options = options or DrainOptions()
+        self.sources = sources
         self.events = events
         self.on_progress = on_progress
         self.on_evicting = on_evicting
         self.on_gone = on_gone  # an evicted pod is gone from the node
         self.on_warnings = on_warnings  # the pre-flight passed with these warnings
-        self._log = log
+        # When each node's volume wait began, for `volume_timeout` across `step` passes.
+        self._volumes_since: dict[str, float] = {}
 
     # ------------------------------------------------------------------ cordon
 
-    async def cordon(self, node_name: str, unschedulable: bool = True) -> tuple[Obj, bool]:
+    async def cordon(
+        self, node_name: str, unschedulable: bool = True, node: Obj | None = None
+    ) -> tuple[Obj, bool]:
         """Set `spec.unschedulable`; returns (node, changed). A no-op when already so."""
-        node = await self.client.get(NODES, node_name)
+        if node is None:
+            node = await self.client.get(NODES, node_name)
         if bool((node.get("spec") or {}).get("unschedulable")) == unschedulable:
             return node, False
         if self.options.dry_run == "client":
@@ -126,6 +157,8 @@ class Drainer:
         the cordon right after it), so the write is guarded by resourceVersion and redone on
         the current node after a conflict, never blindly overwriting someone else's taint.
         """
+        if self.options.dry_run != "none":
+            return
         for _ in range(10):
             taints = list((node.get("spec") or {}).get("taints") or [])
             if any(t.get("key") == DAEMONSET_DRAIN_TAINT for t in taints):
@@ -144,107 +177,42 @@ class Drainer:
                 node = await self.client.get(NODES, o.name(node))
         raise DrainError(f"could not taint node {o.name(node)}: it kept changing")
 
-    # ------------------------------------------------------------------ classification
-
-    async def _classify(
-        self,
-        node: Obj,
-        pods: list[Obj],
-        cache: _LookupCache,
-    ) -> Classification:
-        for pod in pods:
-            ds = daemonset_of(pod)
-            if ds is not None and ds not in cache.daemonsets:
-                try:
-                    await self.client.get(DAEMONSETS, ds[1], ds[0])
-                    cache.daemonsets[ds] = None
-                except errors.NotFound as exc:
-                    cache.daemonsets[ds] = exc.message
-        if self.options.respect_rules and cache.rules is None:
-            cache.rules = await load_rules(self.client)
-        if any(r.needs_namespace_labels for r in cache.rules or ()) and cache.namespaces is None:
-            items, _ = await self.client.list(NAMESPACES)
-            cache.namespaces = {o.name(n): dict(o.labels(n)) for n in items}
-        namespaces = cache.namespaces or {}
-        return classify(
-            pods,
-            node=node,
-            options=self.options,
-            now=o.now(),
-            daemonsets=cache.daemonsets,
-            rules=cache.rules or (),
-            namespace_labels=lambda ns: namespaces.get(ns, {}),
-        )
-
-    # ------------------------------------------------------------------ one pass (controllers)
+    # ------------------------------------------------------------------ the two entries
 
     async def step(self, node_name: str, started_at: datetime) -> DrainProgress:
-        """Cordon, then evict what may go now, without waiting: for reconcilers that requeue."""
-        node, _ = await self.cordon(node_name)
-        if self.options.evict_daemonsets:
-            await self._taint_for_daemonsets(node)
-        pods, _ = await self.client.list(
-            PODS,
-            field_selector=f"spec.nodeName={node_name}",
-            label_selector=self.options.pod_selector or None,
-        )
-        cache = _LookupCache()
-        classification = await self._classify(node, pods, cache)
-        if not classification.ok:
-            raise PreflightError(*classification.error_reasons())
-        plan = make_plan(classification)
-        failures: dict[str, str] = {}
-        sem = asyncio.Semaphore(self.options.max_in_flight)
-        budgets: BudgetGate | None = None
-        if plan.evict_now and not self.options.disable_eviction:
-            items, _ = await self.client.list(PDBS)
-            budgets = BudgetGate(PdbSnapshot(items))
+        """One pass for a reconciler: cordon, evict what may go now, return the progress.
 
-        async def one(d: Decision) -> None:
-            budget = budgets.budget_for(d.pod) if budgets is not None else None
-            if budget is not None and budgets is not None and not budgets.try_take(budget):
-                failures[d.ref] = budget_wait(*budget)  # not sent: the budget has no room
-                self._event(d.pod, WARNING, "EvictionBlocked", "Evict", failures[d.ref])
-                return
-            approved = False
-            try:
-                async with sem:
-                    outcome = await self._evict_once(d.pod)
-                approved = outcome is None
-            finally:
-                if budget is not None and budgets is not None:
-                    budgets.release(budget, o.name(d.pod) if approved else None)
-            if outcome is not None:
-                failures[d.ref] = outcome
-                self._event(d.pod, WARNING, "EvictionBlocked", "Evict", outcome)
-
-        await asyncio.gather(*(one(d) for d in plan.evict_now))
-        await self._force_delete_stuck(plan)
-        return DrainProgress(
-            node_name,
-            report(plan, started_at=started_at, failures=failures),
-            plan.complete,
-            plan,
-            failures,
-            classification.warning_lines(),
-        )
-
-    # ------------------------------------------------------------------ run to completion
+        Requeue until `complete`. `started_at` is when the drain began (kept by the caller, e.g.
+        in a status field); the report names it and `options.timeout` counts from it. Raises
+        `DrainTimeout` past that, `PreflightError` (kubectl's refusal), `DrainError` for an
+        eviction retrying cannot fix, `InvalidRule`, and `SourcesNotReady` while the informers
+        have not synced (requeue).
+        """
+        sources, owned = self._sources(ClusterSnapshot)
+        run = _Run(self, sources, node_name, started_at)
+        try:
+            return await run.step()
+        finally:
+            await run.close()
+            if owned:
+                await sources.close()
 
     async def drain(self, node_name: str, node: Obj | None = None) -> DrainResult:
         """Drain to completion; pass `node` when it was just cordoned to save a round trip."""
-        started = time.monotonic()
-        started_at = o.now()
-        deadline = started + self.options.timeout if self.options.timeout > 0 else None
-        if node is None:
-            node, _ = await self.cordon(node_name)
-        if self.options.evict_daemonsets and self.options.dry_run == "none":
-            await self._taint_for_daemonsets(node)
-        run = _Run(self, node_name, started_at, deadline)
+        sources, owned = self._sources(WatchedCluster)
+        run = _Run(self, sources, node_name, o.now())
         try:
-            return await run.execute(node)
+            return await run.drain(node)
         finally:
             await run.close()
+            await sources.done(node_name)
+            if owned:
+                await sources.close()
+
+    def _sources(self, default: type[DrainSources]) -> tuple[DrainSources, bool]:
+        if self.sources is not None:
+            return self.sources, False
+        return default(self.client, self.options), True
 
     # ------------------------------------------------------------------ actions
 
@@ -272,7 +240,7 @@ class Drainer:
         except errors.NotFound:
             return None
         except errors.Conflict as exc:
-            if "UID in precondition" in exc.message:
+            if "UID in precondition" in exc.message or "UID in the precondition" in exc.message:
                 return None  # the pod we meant is gone; a new one of the same name is not ours
             return exc.message
         except errors.TooManyRequests as exc:
@@ -325,120 +293,277 @@ class Drainer:
 
 
 @dataclass
-class _LookupCache:
+class _Lookups:
+    """What a run looks up once: rules, namespace labels, DaemonSets."""
+
     daemonsets: dict[tuple[str, str], str | None] = field(default_factory=dict)
     rules: list[RuleView] | None = None
     namespaces: dict[str, dict[str, str]] | None = None
 
 
 class _Run:
-    """One drain run to completion, driven by the pod and PDB watches."""
+    """One drain of one node: a single pass (`step`) or passes until done (`drain`)."""
 
     def __init__(
-        self, drainer: Drainer, node_name: str, started_at: datetime, deadline: float | None
+        self, drainer: Drainer, sources: DrainSources, node_name: str, started_at: datetime
     ) -> None:
         self.d = drainer
         self.options = drainer.options
+        self.sources = sources
         self.node_name = node_name
         self.started_at = started_at
-        self.deadline = deadline
+        self.started = time.monotonic()
+        timeout = self.options.timeout
+        elapsed = (o.now() - started_at).total_seconds()
+        self.deadline = self.started + timeout - max(0.0, elapsed) if timeout > 0 else None
         self.changed = asyncio.Event()
-        self.cache = _LookupCache()
-        self.pods = Informer(
-            drainer.client,
-            PODS,
-            field_selector=f"spec.nodeName={node_name}",
-            label_selector=self.options.pod_selector or None,
-        )
-        self.pods.add_handler(
-            on_add=lambda _: self.changed.set(),
-            on_update=lambda _old, _new: self.changed.set(),
-            on_delete=self._pod_deleted,
-        )
-        self.pdbs = Informer(drainer.client, PDBS)
-        self.budgets = BudgetGate(self.pdbs)
-        self.budgets.watch(self.pdbs)
+        self.lookups = _Lookups()
         self.failures: dict[str, str] = {}
         self.in_flight: dict[str, asyncio.Task[None]] = {}
-        self.attempted: dict[str, str] = {}  # ref -> uid we evicted
+        self.attempted: dict[str, str] = {}  # ref -> uid evicted (approved)
+        self.gone_early: dict[str, Obj] = {}  # deleted while its eviction was unanswered
         self.evicted: list[str] = []
         self.fatal: DrainError | None = None
         self.sem = asyncio.Semaphore(self.options.max_in_flight)
         self.last_message = ""
+        self._selector = (
+            parse_label_selector(self.options.pod_selector) if self.options.pod_selector else None
+        )
+        self._unlisten = sources.listen(self._on_change)
 
-    def _pod_deleted(self, pod: Obj) -> None:
+    def _selected(self, pod: Obj) -> bool:
+        """`pod_selector`, applied here whatever the source fetched (a shared source serves
+        drains with different selectors)."""
+        return self._selector is None or self._selector.matches(o.labels(pod))
+
+    @property
+    def gate(self) -> BudgetGate:
+        return self.sources.budgets  # a snapshot makes its gate when it lists
+
+    def _on_change(self, kind: str, obj: Obj) -> None:
+        if kind in ("pod", "pod-deleted"):
+            if (obj.get("spec") or {}).get("nodeName") != self.node_name:
+                return
+            if kind == "pod-deleted":
+                ref = o.ref(obj)
+                if self.attempted.get(ref) == o.uid(obj):
+                    self._gone(obj)
+                elif ref in self.in_flight:
+                    # Gone before its eviction's answer came: reported once the answer does.
+                    self.gone_early[ref] = obj
         self.changed.set()
-        if self.d.on_gone is not None and self.attempted.get(o.ref(pod)) == o.uid(pod):
+
+    def _gone(self, pod: Obj) -> None:
+        if self.d.on_gone is not None:
             self.d.on_gone(pod)
 
     async def close(self) -> None:
+        self._unlisten()
         for task in self.in_flight.values():
             task.cancel()
         for task in list(self.in_flight.values()):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        await self.pods.stop()
-        await self.pdbs.stop()
 
     def _remaining(self) -> float | None:
         return None if self.deadline is None else self.deadline - time.monotonic()
 
-    async def execute(self, node: Obj) -> DrainResult:
-        self.pods.start()
-        self.pdbs.start()
-        await self._wait_for(self.pods.wait_synced())
-        await self._wait_for(self.pdbs.wait_synced())
-        classification = await self.d._classify(node, self.pods.objects(), self.cache)
+    # ------------------------------------------------------------------ looking
+
+    async def _node(self, node: Obj | None) -> Obj:
+        if node is None:
+            node = await self.sources.node(self.node_name)
+        node, _ = await self.d.cordon(self.node_name, node=node)
+        if self.options.evict_daemonsets:
+            await self.d._taint_for_daemonsets(node)
+        return node
+
+    async def _classify(self, node: Obj) -> Classification:
+        pods = [p for p in self.sources.pods_on(self.node_name) if self._selected(p)]
+        cache = self.lookups
+        for pod in pods:
+            ds = daemonset_of(pod)
+            if ds is not None and ds not in cache.daemonsets:
+                cache.daemonsets[ds] = await self.sources.daemonset_error(*ds)
+        if self.options.respect_rules and cache.rules is None:
+            cache.rules = await self.sources.rules()
+        if any(r.needs_namespace_labels for r in cache.rules or ()) and cache.namespaces is None:
+            cache.namespaces = {
+                o.name(n): dict(o.labels(n)) for n in await self.sources.namespace_items()
+            }
+        namespaces = cache.namespaces or {}
+        classification = classify(
+            pods,
+            node=node,
+            options=self.options,
+            now=o.now(),
+            daemonsets=cache.daemonsets,
+            rules=cache.rules or (),
+            namespace_labels=lambda ns: namespaces.get(ns, {}),
+        )
         if not classification.ok:
             raise PreflightError(*classification.error_reasons())
+        return classification
+
+    def _progress(
+        self, plan: Plan, classification: Classification, volumes: list[str] | None = None
+    ) -> DrainProgress:
+        if volumes:
+            message = volume_report(o.format_time(self.started_at), volumes)
+        else:
+            message = report(plan, started_at=self.started_at, failures=self.failures)
+        return DrainProgress(
+            self.node_name,
+            message,
+            plan.complete and not volumes,
+            plan,
+            dict(self.failures),
+            classification.warning_lines(),
+            list(volumes or ()),
+        )
+
+    def _report(self, progress: DrainProgress) -> None:
+        if progress.message == self.last_message or self.d.on_progress is None:
+            return
+        self.last_message = progress.message
+        self.d.on_progress(progress)
+
+    async def _dry_run(self, classification: Classification) -> None:
+        """What a dry run does, pass or run: every pod that would go is "evicted" once, in
+        order, with nothing written (client) or everything written as dry run (server)."""
+        plan = make_plan(classification)
+        for d in plan.evict_now + plan.evict_later:
+            if self.d.on_evicting is not None:
+                self.d.on_evicting(d.pod)
+            await self.d._evict_once(d.pod)
+            self.evicted.append(d.ref)
+
+    def _start_evictions(self, plan: Plan, *, retry: bool) -> None:
+        for d in plan.evict_now:
+            if d.ref not in self.in_flight and self.attempted.get(d.ref) != o.uid(d.pod):
+                self.in_flight[d.ref] = asyncio.create_task(self._evict(d, retry=retry))
+
+    def _check_deadline(self, plan: Plan) -> None:
+        remaining = self._remaining()
+        if remaining is not None and remaining <= 0:
+            raise DrainTimeout(*self._timeout_reasons(plan))
+
+    # ------------------------------------------------------------------ one pass
+
+    async def step(self) -> DrainProgress:
+        await self.sources.prepare(self.node_name)
+        node = await self._node(None)
+        classification = await self._classify(node)
+        plan = make_plan(classification)
+        if self.options.dry_run != "none":
+            await self._dry_run(classification)
+            return self._progress(make_plan(_nothing_left(classification)), classification)
+        if plan.complete:
+            volumes = await self._volumes(classification)
+            if not volumes:
+                self.d._volumes_since.pop(self.node_name, None)
+                self.d._event(node, NORMAL, "Drained", "Drain", "node drained")
+            return self._progress(plan, classification, volumes)
+        self._check_deadline(plan)
+        self._start_evictions(plan, retry=False)
+        refs = {task: ref for ref, task in self.in_flight.items()}
+        if refs:
+            _, late = await asyncio.wait(refs, timeout=self.options.pass_seconds)
+            for task in late:
+                task.cancel()
+                self.failures[refs[task]] = (
+                    f"eviction timeout of {self.options.pass_seconds:g}s reached, "
+                    "eviction will be retried"
+                )
+            await asyncio.gather(*late, return_exceptions=True)
+        if self.fatal is not None:
+            raise self.fatal
+        await self.d._force_delete_stuck(plan)
+        return self._progress(plan, classification)
+
+    async def _volumes(self, classification: Classification) -> list[str]:
+        """With `wait_for_volumes`: the node's volumes still attached, checked once (a pass).
+
+        Bounded by `timeout` from the start of the drain and by `volume_timeout` from the first
+        pass that found the pods gone (remembered by the Drainer, so a restarted controller
+        waits its full `volume_timeout` again rather than too little)."""
+        if not self.options.wait_for_volumes:
+            return []
+        skipped = [d.pod for d in classification.skipped()]
+        pending = await pending_volumes(self.sources, self.node_name, skipped=skipped)
+        if not pending:
+            return []
+        since = self.d._volumes_since.setdefault(self.node_name, time.monotonic())
+        vt = self.options.volume_timeout
+        if (vt and time.monotonic() - since >= vt) or (
+            self._remaining() is not None and (self._remaining() or 0) <= 0
+        ):
+            raise VolumeDetachTimeout(
+                f"Waiting for Node volumes to be detached timed out: {', '.join(pending)}"
+            )
+        return pending
+
+    # ------------------------------------------------------------------ to completion
+
+    async def drain(self, node: Obj | None) -> DrainResult:
+        await self._wait_for(self.sources.prepare(self.node_name))
+        node = await self._node(node)
+        classification = await self._classify(node)
         warnings = classification.warning_lines()
         if self.d.on_warnings is not None:
             self.d.on_warnings(warnings)
         self.d._event(node, NORMAL, "Draining", "Drain", "draining node")
         started = time.monotonic()
         if self.options.dry_run != "none":
-            plan = make_plan(classification)
-            for d in plan.evict_now + plan.evict_later:
-                if self.d.on_evicting is not None:
-                    self.d.on_evicting(d.pod)
-                await self.d._evict_once(d.pod)
-                self.evicted.append(d.ref)
+            await self._dry_run(classification)
             return self._result(classification, warnings, started)
         while True:
             self.changed.clear()
-            pods = self.pods.objects()
-            classification = await self.d._classify(node, pods, self.cache)
-            if not classification.ok:
-                raise PreflightError(*classification.error_reasons())
+            classification = await self._classify(node)
             plan = make_plan(classification)
-            self._progress(plan, classification)
+            self._report(self._progress(plan, classification))
             if self.fatal is not None:
                 raise self.fatal
             if plan.complete:
                 break
-            for d in plan.evict_now:
-                if d.ref not in self.in_flight and self.attempted.get(d.ref) != o.uid(d.pod):
-                    self.in_flight[d.ref] = asyncio.create_task(self._evict(d))
+            self._start_evictions(plan, retry=True)
             await self.d._force_delete_stuck(plan)
-            remaining = self._remaining()
-            if remaining is not None and remaining <= 0:
-                raise DrainTimeout(*self._timeout_reasons(plan))
-            wake = 1.0 if self.options.force_delete_stuck else None
-            if remaining is not None:
-                wake = remaining if wake is None else min(wake, remaining)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.changed.wait(), wake)
+            self._check_deadline(plan)
+            await self._wait_change(1.0 if self.options.force_delete_stuck else None)
         if self.options.wait_for_volumes:
-            from nodeops.drain.volumes import wait_for_volumes
-
-            await wait_for_volumes(
-                self.d.client,
-                self.node_name,
-                skipped=[d.pod for d in classification.skipped()],
-                timeout=self.options.volume_timeout or self._remaining(),
-            )
+            await self._wait_for_volumes(classification)
         self.d._event(node, NORMAL, "Drained", "Drain", "node drained")
         return self._result(classification, warnings, started)
+
+    async def _wait_change(self, wake: float | None) -> None:
+        remaining = self._remaining()
+        if remaining is not None:
+            wake = remaining if wake is None else min(wake, remaining)
+        await _wait_event(self.changed, None if wake is None else max(0.0, wake))
+
+    async def _wait_for_volumes(self, classification: Classification) -> None:
+        skipped = [d.pod for d in classification.skipped()]
+        ignore = await skipped_volume_ids(self.d.client, skipped)
+        await self._wait_for(self.sources.watch_volumes(self.node_name))
+        loop = asyncio.get_running_loop()
+        vt = self.options.volume_timeout
+        limit = vt if vt else self._remaining()
+        deadline = None if limit is None else loop.time() + limit
+        while True:
+            self.changed.clear()
+            pending = await pending_volumes(
+                self.sources, self.node_name, skipped=skipped, ignore=ignore
+            )
+            if not pending:
+                return
+            plan = make_plan(classification)
+            self._report(self._progress(plan, classification, pending))
+            remaining = None if deadline is None else deadline - loop.time()
+            if remaining is not None and remaining <= 0:
+                raise VolumeDetachTimeout(
+                    f"Waiting for Node volumes to be detached timed out: {', '.join(pending)}"
+                )
+            await _wait_event(self.changed, remaining)
 
     def _result(
         self, classification: Classification, warnings: list[str], started: float
@@ -455,7 +580,8 @@ class _Run:
     async def _wait_for(self, awaitable: Any) -> None:
         remaining = self._remaining()
         try:
-            await asyncio.wait_for(awaitable, remaining)
+            async with asyncio.timeout(remaining):
+                await awaitable
         except TimeoutError:
             raise DrainTimeout(f"global timeout reached: {self._fmt_timeout()}") from None
 
@@ -477,71 +603,91 @@ class _Run:
         ]
         return parts or [f"global timeout reached: {self._fmt_timeout()}"]
 
-    def _progress(self, plan: Plan, classification: Classification) -> None:
-        message = report(plan, started_at=self.started_at, failures=self.failures)
-        if message == self.last_message:
-            return
-        self.last_message = message
-        if self.d.on_progress is not None:
-            self.d.on_progress(
-                DrainProgress(
-                    self.node_name,
-                    message,
-                    plan.complete,
-                    plan,
-                    dict(self.failures),
-                    classification.warning_lines(),
-                )
-            )
+    # ------------------------------------------------------------------ one pod
 
-    async def _evict(self, d: Decision) -> None:
-        """Evict one pod once its budget allows; retry refusals when the budget changes."""
+    async def _evict(self, d: Decision, *, retry: bool) -> None:
+        """Evict one pod once its budget allows. With `retry` (a drain to completion), a
+        refusal is retried when the budget changes; without (a pass), the next pass retries."""
         delay = self.options.retry_initial
         uid = o.uid(d.pod)
         announced = False
         try:
             while True:
-                current = self.pods.get(o.name(d.pod), o.namespace(d.pod))
+                current = self.sources.pod(o.namespace(d.pod), o.name(d.pod))
                 if current is None or o.uid(current) != uid:
-                    return
-                budget = self.budgets.budget_for(current)
-                if budget is not None and self.budgets.tokens(budget) <= 0:
-                    if d.ref not in self.failures:
-                        self.failures[d.ref] = budget_wait(*budget)
-                        self.changed.set()
-                if budget is not None and not await self.budgets.acquire(
-                    budget, self.options.retry_max
-                ):
-                    continue  # still no room: look at the pod again, then keep waiting
-                approved = False
+                    return  # gone, or another pod under the same name: not ours to evict
+                if o.deletion_timestamp(current) is not None:
+                    return  # someone else is deleting it; the plan waits for it
+                budget = None if self.options.disable_eviction else self.gate.budget_for(current)
+                if budget is not None:
+                    if self.gate.tokens(budget) <= 0:
+                        self._refused(d, current, budget_wait(*budget))
+                        if not retry:
+                            return
+                    wait = self.options.retry_max if retry else self.options.pass_seconds
+                    if not await self.gate.acquire(budget, current, wait):
+                        if not retry:
+                            self._refused(d, current, budget_wait(*budget))
+                            return
+                        continue  # still no room: look at the pod again, then keep waiting
+                outcome_known = False
+                refusal: str | None = None
                 try:
                     async with self.sem:
                         if not announced and self.d.on_evicting is not None:
                             self.d.on_evicting(current)
                         announced = True
                         refusal = await self.d._evict_once(current)
-                    approved = refusal is None
+                    outcome_known = True
                 except DrainError as exc:
+                    outcome_known = True
+                    refusal = str(exc)
                     self.fatal = exc
                     self.changed.set()
                     return
+                except (errors.RequestTimeout, errors.ConnectionFailed) as exc:
+                    refusal = str(exc)  # the eviction may or may not have happened
                 finally:
                     if budget is not None:
-                        self.budgets.release(budget, o.name(current) if approved else None)
+                        # An unknown outcome keeps the token until the status shows it.
+                        self.gate.release(budget, current, not outcome_known or refusal is None)
                 if refusal is None:
                     self.failures.pop(d.ref, None)
                     self.attempted[d.ref] = uid
                     self.evicted.append(d.ref)
+                    early = self.gone_early.pop(d.ref, None)
+                    if early is not None and o.uid(early) == uid:
+                        self._gone(early)
                     self.changed.set()
                     return
-                if d.ref not in self.failures:
-                    self.d._event(current, WARNING, "EvictionBlocked", "Evict", refusal)
-                self.failures[d.ref] = refusal
-                self.changed.set()
+                self._refused(d, current, refusal)
+                if not retry:
+                    return
                 if budget is not None:
-                    await self.budgets.wait_change(self.options.retry_max)
+                    await self.gate.wait_change(self.options.retry_max)
                 else:
                     await asyncio.sleep(delay)
                     delay = min(self.options.retry_max, delay * 2)
         finally:
             self.in_flight.pop(d.ref, None)
+
+    def _refused(self, d: Decision, pod: Obj, why: str) -> None:
+        if self.failures.get(d.ref) != why:
+            self.d._event(pod, WARNING, "EvictionBlocked", "Evict", why)
+        self.failures[d.ref] = why
+        self.changed.set()
+
+
+async def _wait_event(event: asyncio.Event, timeout: float | None) -> None:
+    """Until `event` is set or `timeout` passes. `asyncio.timeout`, not `wait_for`: on Python
+    3.11 `wait_for` swallows a cancellation that arrives as the event is set."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout):
+            await event.wait()
+
+
+def _nothing_left(classification: Classification) -> Classification:
+    """The classification a dry run ends with: every pod it would evict gone."""
+    return Classification(
+        [d for d in classification.decisions if d.behavior is Behavior.SKIP or d.error]
+    )

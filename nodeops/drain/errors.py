@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from nodeops.kube.controller import ReconcileError
 
-class DrainError(Exception):
-    """The drain cannot go on. `reasons` lists each problem, as kubectl prints them."""
+
+class DrainError(ReconcileError):
+    """The drain cannot go on. `reasons` lists each problem, as kubectl prints them.
+
+    A `ReconcileError`: a reconciler that lets one escape is retried with backoff and counted
+    as an error, not as a panic (a drain refused or blocked is the cluster's state, not a bug).
+    """
 
     def __init__(self, *reasons: str) -> None:
         self.reasons = [r for r in reasons if r]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nodeops.common.selectors import SelectorError, parse_label_selector
+
 DRAIN_LABEL = "nodeops.dev/drain"
 DELETION_PRIORITY_ANNOTATION = "node-detacher.variant.run/deletion-priority"
 DAEMONSET_DRAIN_TAINT = "nodeops.dev/draining"
@@ -31,6 +33,7 @@ class DrainOptions:
     stuck_slack_seconds: float = 30.0  # ...and past this much beyond it
     retry_initial: float = 0.25  # backoff of a refused eviction when no PDB change arrives first
     retry_max: float = 5.0
+    pass_seconds: float = 10.0  # how long one `step` pass may spend evicting (Cluster API's)
 
     def __post_init__(self) -> None:
         if self.dry_run not in ("none", "client", "server"):
@@ -41,3 +44,14 @@ class DrainOptions:
             raise ValueError("--timeout must not be negative")
         if self.max_in_flight < 1:
             raise ValueError("max_in_flight must be at least 1")
+        if self.volume_timeout < 0:
+            raise ValueError("--volume-timeout must not be negative")
+        if self.pass_seconds <= 0:
+            raise ValueError("pass_seconds must be positive")
+        if self.pod_selector:
+            try:
+                parse_label_selector(self.pod_selector)
+            except SelectorError:
+                raise ValueError(
+                    "--pod-selector=<pod_selector> must be a valid label selector"
+                ) from None

@@ -2,26 +2,19 @@
 
 Attached volumes are read from the node (`status.volumesAttached`) and from VolumeAttachments
 naming the node; volumes that belong to pods the drain skipped (DaemonSets, static pods, Skip
-rules) stay attached by design and are not waited for. Progress is watched, not polled.
+rules) stay attached by design and are not waited for. The drain waits by watching its sources
+(`nodeops drain`) or looks once per pass (`Drainer.step`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Sequence
 from typing import Any
 
-from nodeops.drain.errors import VolumeDetachTimeout
+from nodeops.drain.sources import DrainSources
 from nodeops.kube import objects as o
 from nodeops.kube.client import Client
-from nodeops.kube.informer import Informer
-from nodeops.kube.resources import (
-    NODES,
-    PERSISTENTVOLUMECLAIMS,
-    PERSISTENTVOLUMES,
-    VOLUMEATTACHMENTS,
-)
+from nodeops.kube.resources import PERSISTENTVOLUMECLAIMS, PERSISTENTVOLUMES
 
 Obj = dict[str, Any]
 
@@ -35,7 +28,7 @@ def _pv_ids(pv: Obj) -> set[str]:
     return ids
 
 
-async def _skipped_volume_ids(client: Client, skipped: Sequence[Obj]) -> set[str]:
+async def skipped_volume_ids(client: Client, skipped: Sequence[Obj]) -> set[str]:
     claims = {
         (o.namespace(p), v["persistentVolumeClaim"]["claimName"])
         for p in skipped
@@ -70,42 +63,18 @@ def attached(node: Obj | None, attachments: Sequence[Obj], ignore: set[str]) -> 
     return sorted(set(names))
 
 
-async def wait_for_volumes(
-    client: Client, node_name: str, *, skipped: Sequence[Obj], timeout: float | None
-) -> None:
-    ignore = await _skipped_volume_ids(client, skipped)
-    nodes = Informer(client, NODES, field_selector=f"metadata.name={node_name}")
-    attachments = Informer(client, VOLUMEATTACHMENTS)
-    changed = asyncio.Event()
-    for inf in (nodes, attachments):
-        inf.add_handler(
-            on_add=lambda _: changed.set(),
-            on_update=lambda _a, _b: changed.set(),
-            on_delete=lambda _: changed.set(),
-        )
-        inf.start()
-    loop = asyncio.get_running_loop()
-    deadline = None if not timeout else loop.time() + timeout
-    try:
-        await nodes.wait_synced()
-        await attachments.wait_synced()
-        while True:
-            changed.clear()
-            mine = [
-                va
-                for va in attachments.objects()
-                if (va.get("spec") or {}).get("nodeName") == node_name
-            ]
-            pending = attached(nodes.get(node_name), mine, ignore)
-            if not pending:
-                return
-            remaining = None if deadline is None else deadline - loop.time()
-            if remaining is not None and remaining <= 0:
-                raise VolumeDetachTimeout(
-                    f"Waiting for Node volumes to be detached timed out: {', '.join(pending)}"
-                )
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), remaining)
-    finally:
-        await nodes.stop()
-        await attachments.stop()
+async def pending_volumes(
+    sources: DrainSources, node: str, *, skipped: Sequence[Obj], ignore: set[str] | None = None
+) -> list[str]:
+    """The volumes still attached to `node`, leaving out those of pods the drain skipped."""
+    if ignore is None:
+        ignore = await skipped_volume_ids(sources.client, skipped)
+    node_obj, attachments = await sources.volume_state(node)
+    return attached(node_obj, attachments, ignore)
+
+
+def volume_report(started_at: str, pending: Sequence[str]) -> str:
+    """Cluster API's words for a node whose volumes are still attached."""
+    return f"Waiting for Node volumes to be detached (started at {started_at})\n* " + ", ".join(
+        pending
+    )

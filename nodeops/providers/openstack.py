@@ -156,6 +156,7 @@ _AUTH_KEYS: Final[dict[str, tuple[str, ...]]] = {
     "application_credential_name": ("application-credential-name",),
     "application_credential_secret": ("application-credential-secret",),
 }
+_SECRET_KEYS: Final = frozenset({"password", "application-credential-secret"})
 _TRUE: Final = frozenset({"true", "yes", "on", "1"})
 _FALSE: Final = frozenset({"false", "no", "off", "0"})
 
@@ -189,6 +190,14 @@ def parse_cloudprovider_conf(
     )
     try:
         parser.read_string(text, source=source)
+    except configparser.MissingSectionHeaderError as exc:
+        # configparser's own message quotes the line, which may be a password: lines only.
+        raise fail(f"not a valid INI file: line {exc.lineno} comes before any [section]") from None
+    except configparser.ParsingError as exc:
+        lines = ", ".join(str(number) for number, _ in exc.errors)
+        raise fail(
+            f"not a valid INI file: cannot parse line {lines} (expected key = value)"
+        ) from None
     except configparser.Error as exc:
         raise fail(f"not a valid INI file: {exc.message}") from None
     sections = [s for s in parser.sections() if s.strip().lower() == _GLOBAL]
@@ -208,6 +217,8 @@ def parse_cloudprovider_conf(
         try:
             values[name] = _gcfg_value(value)
         except ValueError as exc:
+            if name in _SECRET_KEYS:  # the reason may quote a piece of the secret
+                raise fail(f"[Global] {name}: unterminated quote or invalid escape") from None
             raise fail(f"[Global] {name}: {exc}") from None
 
     def one_of(names: tuple[str, ...]) -> str | None:
@@ -424,8 +435,22 @@ class OpenStackProvider(BaseProvider):
         )
         self._conn: openstack.connection.Connection | None = None
         self._region: str | None = None
+        self._source_text: str | None = None
         self._lock = asyncio.Lock()
         self._closed = False
+
+    @classmethod
+    def from_text(cls, config: OpenStackConfig, text: str) -> OpenStackProvider:
+        """A provider whose credential source is `text` instead of the file `config` names.
+
+        For credentials read from a Kubernetes Secret through the API: `text` is a
+        cloudprovider.conf when `config.cloudprovider_conf` is set, else a clouds.yaml holding
+        `config.cloud`. The configured path is then only the source's name in error messages,
+        and nothing is written to disk.
+        """
+        provider = cls(config)
+        provider._source_text = text
+        return provider
 
     # ----------------------------------------------------------------------------------------
     # Connection
@@ -465,11 +490,16 @@ class OpenStackProvider(BaseProvider):
         }
         if self.config.region is not None:
             options["region_name"] = self.config.region
-        if self.config.cloud is not None:
+        if self.config.cloud is not None and self._source_text is not None:
+            source = str(self.config.clouds_yaml or "clouds.yaml")
+            region = _clouds_yaml_text_region(self._source_text, self.config.cloud, source, options)
+        elif self.config.cloud is not None:
             region = self._load_clouds_yaml(self.config.cloud, self.config.clouds_yaml, options)
         else:
             assert self.config.cloudprovider_conf is not None  # the model guarantees one source
-            region = self._load_cloudprovider_conf(self.config.cloudprovider_conf, options)
+            region = self._load_cloudprovider_conf(
+                self.config.cloudprovider_conf, options, self._source_text
+            )
         return openstack.connection.Connection(config=region, app_name="nodeops")
 
     @staticmethod
@@ -497,15 +527,16 @@ class OpenStackProvider(BaseProvider):
 
     @staticmethod
     def _load_cloudprovider_conf(
-        path: Path, options: dict[str, Any]
+        path: Path, options: dict[str, Any], text: str | None = None
     ) -> openstack.config.cloud_region.CloudRegion:
         key = f"{_KEY}.cloudprovider_conf"
-        try:
-            text = path.read_text(encoding="utf-8-sig")
-        except FileNotFoundError:
-            raise ProviderConfigError(key, f"{path}: no such file") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ProviderConfigError(key, f"{path}: {exc}") from None
+        if text is None:
+            try:
+                text = path.read_text(encoding="utf-8-sig")
+            except FileNotFoundError:
+                raise ProviderConfigError(key, f"{path}: no such file") from None
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ProviderConfigError(key, f"{path}: {exc}") from None
         conf = parse_cloudprovider_conf(text, source=str(path), key=key)
         options.setdefault("region_name", conf.region)
         if options["region_name"] is None:
@@ -713,6 +744,38 @@ def _check_clouds_yaml(path: Path, cloud: str) -> None:
         raise ProviderConfigError(
             f"{_KEY}.cloud", f"{path}: no cloud named {cloud!r} (defined: {known})"
         )
+
+
+def _clouds_yaml_text_region(
+    text: str, cloud: str, source: str, options: dict[str, Any]
+) -> openstack.config.cloud_region.CloudRegion:
+    """The cloud `cloud` of a clouds.yaml given as text, without reading any file."""
+    key = f"{_KEY}.clouds_yaml"
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        # The position only: a YAML error's snippet may quote a password.
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ProviderConfigError(key, f"{source}: not valid YAML{where}") from None
+    clouds = document.get("clouds") if isinstance(document, dict) else None
+    if not isinstance(clouds, dict):
+        raise ProviderConfigError(key, f"{source}: has no `clouds` mapping")
+    entry = clouds.get(cloud)
+    if not isinstance(entry, dict):
+        known = ", ".join(sorted(map(str, clouds))) or "none"
+        raise ProviderConfigError(
+            f"{_KEY}.cloud", f"{source}: no cloud named {cloud!r} (defined: {known})"
+        )
+    settings = {k: v for k, v in entry.items() if k not in ("profile", "regions")}
+    settings.update(options)
+    try:
+        loader = openstack.config.OpenStackConfig(
+            config_files=[], vendor_files=[], secure_files=[], load_envvars=False
+        )
+        return loader.get_one(**settings)
+    except (os_exc.ConfigException, ksa_exc.AuthPluginException) as exc:
+        raise ProviderConfigError(f"{_KEY}.cloud", f"{source}: {exc}") from None
 
 
 _PLAIN_NAME: Final = re.compile(r"[A-Za-z0-9._-]+")

@@ -20,6 +20,11 @@ class Clock:
         self._start_sim = start or datetime.now(UTC)
         self._start_mono = time.monotonic()
 
+    @property
+    def origin(self) -> datetime:
+        """When the simulated and the wall clock agreed: simulated time runs from here."""
+        return self._start_sim
+
     def now(self) -> datetime:
         elapsed = (time.monotonic() - self._start_mono) * self.time_scale
         return self._start_sim + timedelta(seconds=elapsed)

@@ -23,7 +23,8 @@ class SimOptions:
     pods_per_node: int = 0
     node_groups: int = 0
     """Without a scenario: this many cloud node groups (`group-<i>`) of `nodes` nodes each."""
-    scenario: str | None = None
+    scenario: Any = None
+    """A scenario file's path, or a `Scenario` already built."""
     host: str = "127.0.0.1"
     port: int = 0
     kubeconfig_out: str | None = None
@@ -35,6 +36,11 @@ class SimOptions:
     rbac: bool = False
     instant: bool = False
     controllers: bool = True
+    kube_version: str | None = None
+    """What the API server's `/version` reports; the simulator's own release when unset."""
+    openstack_pools: list[Any] = field(default_factory=list)
+    """Kubernikus-style node pools (`nodeops.sim.openstack.NodePool`) of a simulated
+    Keystone + Nova served under `/sim/openstack/`."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -45,10 +51,13 @@ class SimCluster:
         self.options = options
         self.scenario: Any = None
         time_scale = options.time_scale
-        if options.scenario:
+        if isinstance(options.scenario, str):
             from nodeops.sim.scenario import load_scenario
 
             self.scenario = load_scenario(options.scenario)
+        elif options.scenario is not None:
+            self.scenario = options.scenario
+        if self.scenario is not None:
             if time_scale is None:
                 time_scale = getattr(self.scenario, "time_scale", None)
         self.clock = Clock(time_scale or 1.0)
@@ -61,6 +70,7 @@ class SimCluster:
             rbac=options.rbac,
             faults=options.faults,
             seed=options.seed,
+            kube_version=options.kube_version,
         )
         self.cloud = SimCloud(
             self.clock,
@@ -77,6 +87,16 @@ class SimCluster:
             for i in range(options.node_groups):
                 self.cloud.add_group(NodeGroup(name=f"group-{i}", size=options.nodes))
         self.server.extra_routes.extend(self.cloud.routes())
+        self.openstack: Any = None
+        if options.openstack_pools:
+            from nodeops.sim.openstack import SimOpenStack
+
+            self.openstack = SimOpenStack(
+                self.clock, faults=self.server.faults, stats=self.server.stats, seed=options.seed
+            )
+            for pool in options.openstack_pools:
+                self.openstack.add_pool(pool)
+            self.server.extra_routes.extend(self.openstack.routes())
         self.loops: Any = None
 
     async def start(self) -> None:
@@ -94,11 +114,16 @@ class SimCluster:
             )
             await self.loops.start()
         await self.cloud.start(self.server.url, self.server.admin_token, self.server.ca_pem)
+        if self.openstack is not None:
+            await self.openstack.start(self.server.url, self.server.admin_token, self.server.ca_pem)
 
     def populate(self) -> None:
         from nodeops.sim import objects
 
         now = self.clock.timestamp()
+        if self.openstack is not None:
+            for node in self.openstack.initial_nodes():
+                self.server.create(node)
         if self.scenario is not None:
             # The scenario's own seed makes its objects reproducible.
             for obj in self.scenario.objects(now=now):
@@ -148,6 +173,8 @@ class SimCluster:
                 self.server.create(pod)
 
     async def stop(self) -> None:
+        if self.openstack is not None:
+            await self.openstack.stop()
         await self.cloud.stop()
         if self.loops is not None:
             await self.loops.stop()
@@ -161,6 +188,16 @@ async def _serve(options: SimOptions) -> int:
         path = cluster.server.write_kubeconfig(options.kubeconfig_out)
         print(f"kubeconfig written to {path}", flush=True)
     print(f"simulated cluster serving at {cluster.server.url}", flush=True)
+    if cluster.openstack is not None:
+        auth_url = cluster.openstack.auth_url(cluster.server.url)
+        print(f"simulated OpenStack (Keystone v3) at {auth_url}", flush=True)
+        if options.kubeconfig_out:
+            from pathlib import Path
+
+            conf = Path(options.kubeconfig_out).with_name("sim-cloudprovider.conf")
+            conf.write_text(cluster.openstack.credentials.cloudprovider_conf(auth_url))
+            conf.chmod(0o600)
+            print(f"its cloudprovider.conf written to {conf}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -188,7 +225,15 @@ def serve_from_args(args: argparse.Namespace) -> int:
         rbac=args.rbac,
         instant=args.instant,
         controllers=not args.no_controllers,
+        kube_version=getattr(args, "kube_version", None),
     )
+    try:
+        options.openstack_pools = _openstack_pools(
+            getattr(args, "openstack_pool", None) or [], options.kube_version
+        )
+    except ValueError as exc:
+        print(f"nodeops sim serve: --openstack-pool: {exc}", file=sys.stderr)
+        return 2
     try:
         return asyncio.run(_serve(options))
     except FaultSpecError as exc:
@@ -201,6 +246,28 @@ def serve_from_args(args: argparse.Namespace) -> int:
             print(f"nodeops sim serve: {exc}", file=sys.stderr)
             return 2
         raise
+
+
+def _openstack_pools(specs: list[str], kube_version: str | None) -> list[Any]:
+    """`NAME:SIZE[:VERSION]` pools; new servers run the API server's version."""
+    from nodeops.sim.objects import DEFAULT_KUBELET_VERSION
+    from nodeops.sim.openstack import NodePool
+
+    pools = []
+    for spec in specs:
+        parts = spec.split(":")
+        if len(parts) not in (2, 3) or not parts[0] or not parts[1].isdigit():
+            raise ValueError(f"{spec!r} is not NAME:SIZE or NAME:SIZE:VERSION")
+        current = kube_version or DEFAULT_KUBELET_VERSION
+        pools.append(
+            NodePool(
+                parts[0],
+                size=int(parts[1]),
+                kubelet_version=current,
+                initial_kubelet_version=parts[2] if len(parts) == 3 else None,
+            )
+        )
+    return pools
 
 
 __all__ = ["SimCluster", "SimOptions", "serve_from_args"]

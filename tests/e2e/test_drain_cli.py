@@ -8,6 +8,7 @@ NodeDrainRules give shows in the order of the `evicting pod` lines.
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
@@ -22,6 +23,8 @@ from typing import Any
 import orjson
 import pytest
 import yaml
+
+from nodeops.drain import command
 
 from .conftest import nodeops
 
@@ -53,6 +56,13 @@ def run(kubeconfig: Path, *args: str, timeout: float = 60) -> subprocess.Complet
         timeout=timeout,
         check=False,
     )
+
+
+def run_here(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The same command in this process (no interpreter start-up): for many short runs."""
+    out, err = io.StringIO(), io.StringIO()
+    code = command.main([*args, "--kubeconfig", str(kubeconfig)], out, err)
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 def kubectl(
@@ -358,3 +368,89 @@ def test_node_drain_rules_order_the_evictions(sim_cluster: Path) -> None:
     assert max(backend) < min(db)
     assert lines[-1] == "node/node-0 drained"
     assert pods(sim_cluster, fieldSelector="spec.nodeName=node-0") == []
+
+
+# --------------------------------------------------------------------------- input and surface
+
+BAD_INPUT = [
+    ["drain"],
+    ["uncordon"],
+    ["drain", "node-0", "-l", "a=b"],
+    ["cordon", "node-0", "--selector", "a=b"],
+    ["drain", "node-0", "--pod-selector", "a in (b"],
+    ["drain", "-l", "a in (b"],
+    ["drain", "node-1", "node-9"],
+    ["uncordon", "node-0", "node-9"],
+    ["drain", "node-0", "--timeout", "1s2"],
+    ["drain", "node-0", "--grace-period", "x"],
+    ["drain", "node-0", "--chunk-size", "abc"],
+    ["drain", "node-0", "--dry-run=bogus"],
+    ["drain", "node-0", "--no-such-flag"],
+    ["drain", "a/b/c"],
+]
+
+
+@needs_kubectl
+def test_bad_input_reads_like_kubectl_and_changes_nothing(sim_cluster: Path) -> None:
+    """Every input is checked before the first write, with kubectl's message and exit code."""
+    for args in BAD_INPUT:
+        theirs = kubectl(sim_cluster, *args)
+        ours = run_here(sim_cluster, *args)
+        expected = theirs.stderr.replace("kubectl", "nodeops")
+        assert (ours.returncode, ours.stderr) == (theirs.returncode, expected), args
+        assert ours.returncode == 1 and ours.stdout == "", args
+        for name in ("node-0", "node-1"):
+            assert not node(sim_cluster, name)["spec"].get("unschedulable"), args
+
+
+@needs_kubectl
+def test_several_nodes_and_selectors_print_what_kubectl_prints(sim_cluster: Path) -> None:
+    for name in ("node-0", "node-1"):
+        patch = {"metadata": {"labels": {"role": "worker"}}}
+        api(sim_cluster, "PATCH", f"/api/v1/nodes/{name}", patch, "application/merge-patch+json")
+    sequences = [
+        ["cordon", "-l", "role=worker"],
+        ["uncordon", "node-0", "node/node-1"],
+        ["drain", "-l", "role=worker", "--ignore-daemonsets", "--chunk-size", "1"],
+        ["uncordon", "-l", "role=worker", "--dry-run=client"],
+        ["drain", "-l", "role=nobody"],
+    ]
+    for tool in ("kubectl", "nodeops"):
+        outputs = []
+        for args in sequences:
+            done = (
+                kubectl(sim_cluster, *args) if tool == "kubectl" else run_here(sim_cluster, *args)
+            )
+            outputs.append((done.returncode, done.stdout, done.stderr))
+        for name in ("node-0", "node-1"):
+            set_unschedulable(sim_cluster, name, False)
+        if tool == "kubectl":
+            theirs = outputs
+    assert outputs == theirs
+    assert outputs[2][1] == (
+        "node/node-0 cordoned\nnode/node-1 cordoned\nnode/node-0 drained\nnode/node-1 drained\n"
+    )
+
+
+def test_a_failing_node_does_not_stop_the_others(sim_cluster: Path) -> None:
+    bare_pod(sim_cluster, "bare", "node-0")
+    done = run(sim_cluster, "drain", "node-0", "node-1", "--ignore-daemonsets")
+    assert done.returncode == 1
+    assert done.stdout.splitlines() == [
+        "node/node-0 cordoned",
+        "node/node-1 cordoned",
+        "node/node-1 drained",
+    ]
+    assert done.stderr == PREFLIGHT_STDERR
+
+
+def test_kubeconfig_problems_are_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "nope"
+    for args in (["drain", "node-0"], ["cordon", "node-0"]):
+        done = run(missing, *args)
+        assert (done.returncode, done.stdout) == (1, "")
+        assert done.stderr == f"error: stat {missing}: no such file or directory\n"
+    proc = nodeops("run", "--kubeconfig", str(missing))
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 2
+    assert out == f"nodeops run: stat {missing}: no such file or directory\n"

@@ -125,8 +125,9 @@ def _record(run: Run) -> dict[str, Any] | None:
 
 async def detaches_a_node_and_brings_it_back(run: Run) -> None:
     """The detacher: a cordoned node is detached and its pods stopped, a NodeDrainRule choosing
-    by namespace labels and the ingress DaemonSet's pod last; uncordoned, it is attached again;
-    deleted, its record goes."""
+    by namespace labels and the ingress DaemonSet's pod last (its stopping is no ingress
+    rollout); uncordoned, it is attached again at once and its pods come back; deleted, its
+    record goes."""
     from nodeops.api import all_crds
     from nodeops.sim import objects
 
@@ -182,13 +183,203 @@ async def detaches_a_node_and_brings_it_back(run: Run) -> None:
         return ((_record(run) or {}).get("status") or {}).get("phase") == "Attached"
 
     await until(run, attached, "the node attached again")
+    # Its DaemonSet taint lifted, the ingress pod it stopped comes back, as does the web pod.
+    await until(run, running, "the edge pods running again")
     server.registry.delete(nodes, "", "node-0", {})
     await until(run, lambda: _record(run) is None, "the deleted node's record removed")
+
+
+MAINTENANCE_CONFIG = """\
+instances:
+  check:
+  - {type: hasLabel, name: go, config: {key: go}}
+  - {type: podsOnNode, name: no_protected, config: {annotations: {karpenter.sh/do-not-disrupt: "true"}}}
+  - {type: stagger, name: stagger, config: {duration: 1m, leaseName: mnt, leaseNamespace: default}}
+  trigger:
+  - {type: eviction, name: cordon, config: {action: cordon}}
+  - {type: eviction, name: drain, config: {action: drain}}
+profiles:
+- name: p
+  operational:
+    transitions: [{check: go && no_protected && stagger, next: in-maintenance}]
+  in-maintenance:
+    enter: cordon && drain
+"""
+
+
+async def maintenance_drains_a_node(run: Run) -> None:
+    """A node labelled for maintenance passes its checks (pods, stagger Lease), is cordoned and
+    drained (DaemonSet pods stay; a budget is consulted), and its record is written."""
+    from nodeops.kube.client import Client
+    from nodeops.kube.resources import DAEMONSETS, DEPLOYMENTS, NODES, PODS
+
+    work = run.kubeconfig.parent
+    config = work / "maintenance.yaml"
+    config.write_text(MAINTENANCE_CONFIG)
+    admin = run.sim.server.write_kubeconfig(work / "admin.kubeconfig")
+    labels = {"app": "web"}
+    template = {
+        "metadata": {"labels": labels},
+        "spec": {
+            "containers": [{"name": "c", "image": "nginx"}],
+            "terminationGracePeriodSeconds": 0,
+        },
+    }
+    async with await Client.from_kubeconfig(str(admin)) as client:
+        spec = {"selector": {"matchLabels": labels}, "template": template}
+        await client.create(
+            DEPLOYMENTS,
+            {"metadata": {"name": "web", "namespace": "default"}, "spec": {"replicas": 1, **spec}},
+            "default",
+        )
+        ds_labels = {"app": "agent"}
+        ds_template = {**template, "metadata": {"labels": ds_labels}}
+        await client.create(
+            DAEMONSETS,
+            {
+                "metadata": {"name": "agent", "namespace": "default"},
+                "spec": {"selector": {"matchLabels": ds_labels}, "template": ds_template},
+            },
+            "default",
+        )
+        for _ in range(300):
+            items, _ = await client.list(PODS, "default")
+            if len([p for p in items if p["status"].get("phase") == "Running"]) >= 2:
+                break
+            await asyncio.sleep(0.1)
+        await run.start(
+            "--controllers", "maintenance", "--maintenance-config", str(config),
+            "--maintenance-api-addr", "0",
+        )  # fmt: skip
+        await client.patch(
+            NODES,
+            "node-0",
+            {"metadata": {"labels": {"nodeops.dev/maintenance-profile": "p", "go": "1"}}},
+        )
+
+    def drained() -> bool:
+        node = run.get("", "v1", "nodes", "", "node-0")
+        data = (node["metadata"].get("annotations") or {}).get("nodeops.dev/maintenance-data", "")
+        return '"Previous":"in-maintenance"' in data and bool(node["spec"].get("unschedulable"))
+
+    await until(run, drained, "node-0 drained in maintenance")
+    assert await run.stop() == 0, run.output[-1]
+
+
+KUBERNIKUS_CONFIG = """\
+intervals:
+  requeue: 1s
+  podDeletion: {period: 200ms, timeout: 5m}
+  podEviction: {period: 200ms, timeout: 5m, force: false}
+cloudProviderSecret: {name: cloud-config, namespace: kube-system}
+"""
+
+
+async def kubernikus_replaces_a_node(run: Run) -> None:
+    """Label the outdated node, then delete it: drain (a Deployment's pod under a budget, a
+    DaemonSet's pod, a drain rule matching namespaces), credentials from the Secret, Node gone."""
+    from nodeops.api import all_crds
+
+    server, node = run.sim.server, "node-0"
+    server.set_kube_version("v1.32.0")  # the node's kubelet is v1.31.4
+    for crd in all_crds():
+        server.create(crd)
+    server.create(
+        {
+            "apiVersion": "nodeops.dev/v1alpha1",
+            "kind": "NodeDrainRule",
+            "metadata": {"name": "default-namespace"},
+            "spec": {
+                "drain": {"behavior": "Drain"},
+                "pods": [{"namespaceSelector": {"matchLabels": {"team": "web"}}}],
+            },
+        }
+    )
+    labels = {"app": "web"}
+    template = {
+        "metadata": {"labels": labels},
+        "spec": {
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "c", "image": "nginx:1.27"}],
+        },
+    }
+    selector = {"matchLabels": labels}
+    server.create(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"replicas": 1, "selector": selector, "template": template},
+        }
+    )
+    server.create(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"maxUnavailable": 1, "selector": selector},
+        }
+    )
+    agent = {"app": "agent"}
+    server.create(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": "agent", "namespace": "default"},
+            "spec": {
+                "selector": {"matchLabels": agent},
+                "template": {**template, "metadata": {"labels": agent}},
+            },
+        }
+    )
+    conf = "[Global]\nauth-url = http://127.0.0.1:1/v3\nusername = u\npassword = p\n"
+    conf += "domain-name = d\ntenant-id = t\n"
+    server.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "cloud-config", "namespace": "kube-system"},
+            "stringData": {"cloudprovider.conf": conf},
+        }
+    )
+    config = run.kubeconfig.with_name("kubernikus.yaml")
+    config.write_text(KUBERNIKUS_CONFIG)
+
+    def pods_ready() -> bool:
+        web = run.get("apps", "v1", "deployments", "default", "web").get("status") or {}
+        agents = run.get("apps", "v1", "daemonsets", "default", "agent").get("status") or {}
+        return web.get("readyReplicas") == 1 and agents.get("numberReady") == 1
+
+    await until(run, pods_ready, "the pods running")
+    await run.start("--controllers", "kubernikus", "--kubernikus-config", str(config))
+
+    def labelled() -> bool:
+        labels = run.get("", "v1", "nodes", "", node)["metadata"].get("labels", {})
+        return labels.get("nodeops.dev/kubelet-needs-update") == "true"
+
+    await until(run, labelled, "the outdated node labelled")
+    registry = server.registry
+    registry.patch(
+        registry.lookup("", "v1", "nodes"), "", node, "merge",
+        {"metadata": {"labels": {"nodeops.dev/delete-node": "true"}}},
+    )  # fmt: skip
+
+    def removed() -> bool:
+        try:
+            run.get("", "v1", "nodes", "", node)
+        except Exception:
+            return True
+        return False
+
+    await until(run, removed, "the node removed")
+    assert await run.stop() == 0, run.output[-1]
 
 
 SCENARIOS = [
     Scenario("runtime", (), leads_and_hands_over),
     Scenario("detacher", (COMPONENTS / "detacher",), detaches_a_node_and_brings_it_back),
+    Scenario("maintenance", (COMPONENTS / "maintenance",), maintenance_drains_a_node),
+    Scenario("kubernikus", (COMPONENTS / "kubernikus",), kubernikus_replaces_a_node),
 ]
 
 

@@ -8,6 +8,11 @@ a pod of that DaemonSet on the node is ready and none is terminating.
 
 node-detacher meant to do this but the taint it set was one its own node controller ignored;
 here the terminating pod itself is the reason, with nothing written in between.
+
+The detacher's own stopping of a going node's DaemonSet pods (`--detacher-stop-daemonset-pods`)
+is no rollout: those pods terminate because it evicts them, and none comes back while its
+`nodeops.dev/draining` taint is on the node, which it lifts only when it attaches the node again.
+Waiting for a ready ingress pod then would keep a node that is back (uncordoned) out for good.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["IngressView", "daemonset_of", "ingress_view"]
+__all__ = ["IngressView", "daemonset_of", "ingress_view", "rollout_holds"]
 
 
 def daemonset_of(pod: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -75,3 +80,13 @@ def ingress_view(
     return IngressView(
         terminating=terminating, ready=not terminating and bool(present) and present <= ready
     )
+
+
+def rollout_holds(view: IngressView, *, rolling: bool, stopping_daemonset_pods: bool) -> bool:
+    """Whether an ingress rollout keeps the node out of its load balancers: a pod of the
+    DaemonSets terminates, or the node already left for a rollout (`rolling`) and no new pod is
+    ready yet. Never while the detacher itself stops the node's DaemonSet pods (they terminate
+    and stay away because of it, not of a rollout)."""
+    if stopping_daemonset_pods:
+        return False
+    return view.terminating or (rolling and not view.ready)

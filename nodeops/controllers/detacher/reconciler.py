@@ -32,7 +32,7 @@ from nodeops.api.errors import InvalidResource
 from nodeops.api.loadbalancerattachment import parse as parse_attachment
 from nodeops.controllers.detacher import signals
 from nodeops.controllers.detacher.discovery import Inventory, service_refs
-from nodeops.controllers.detacher.ingress import ingress_view
+from nodeops.controllers.detacher.ingress import ingress_view, rollout_holds
 from nodeops.controllers.detacher.metrics import DRAINING_TIMEOUTS, TARGET_CALLS, TRANSITIONS
 from nodeops.controllers.detacher.record import (
     DEREGISTERED,
@@ -209,14 +209,13 @@ class DetacherReconciler:
     def _reasons(self, node: Obj, record: Obj | None, pods: Sequence[Obj]) -> list[str]:
         status = (record or {}).get("status") or {}
         extra: list[str] = []
-        if self.ingress:
-            view = ingress_view(pods, self.ingress)
-            rolling = (
-                signals.INGRESS_ROLLOUT in _reasons_of(status)
-                and status.get("phase") in _DETACHED_PHASES
-            )
-            if view.terminating or (rolling and not view.ready):
-                extra.append(signals.INGRESS_ROLLOUT)
+        if self.ingress and rollout_holds(
+            ingress_view(pods, self.ingress),
+            rolling=signals.INGRESS_ROLLOUT in _reasons_of(status)
+            and status.get("phase") in _DETACHED_PHASES,
+            stopping_daemonset_pods=bool(status.get("daemonSetPodsStopped")),
+        ):
+            extra.append(signals.INGRESS_ROLLOUT)
         reasons = signals.going_away_reasons(node, taints=self.settings.taints, extra=extra)
         if status.get("cordoned") and signals.UNSCHEDULABLE in reasons:
             # Our own cordon (to stop the pods) is not a reason to stay detached.

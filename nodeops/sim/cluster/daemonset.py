@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodeops.sim.clock import Clock
-from nodeops.sim.cluster.apiclient import DAEMONSETS, ApiClient, Obj
+from nodeops.sim.cluster.apiclient import DAEMONSETS, AlreadyExists, ApiClient, Obj, Resource
 from nodeops.sim.cluster.informer import Informer, Key
 from nodeops.sim.cluster.owned import OwnerController
 from nodeops.sim.cluster.podcontrol import (
@@ -42,6 +42,7 @@ from nodeops.sim.cluster.scheduling import (
 from nodeops.sim.objects import template_hash
 
 REVISION_LABEL = "controller-revision-hash"
+CONTROLLERREVISIONS = Resource("apps", "v1", "controllerrevisions", "ControllerRevision", True)
 GENERATION_LABEL = "pod-template-generation"
 
 DAEMONSET_TOLERATIONS: tuple[Obj, ...] = (
@@ -130,6 +131,14 @@ def pin_to_node(pod: Obj, node: str) -> None:
     spec["affinity"] = {**affinity, "nodeAffinity": node_affinity}
 
 
+def _counted(pod: Mapping[str, Any]) -> bool:
+    """`getNodesToDaemonPods(includeDeletedTerminal=false)`: a pod that has finished and is
+    being deleted (held by a finalizer, or waiting for the kubelet's final delete) is nothing
+    the controller has to do with any more, so it neither blocks a replacement on its node nor
+    counts in the status."""
+    return not (is_terminal(pod) and is_deleting(pod))
+
+
 @dataclass(slots=True)
 class DsPlan:
     create: list[str] = field(default_factory=list)
@@ -149,6 +158,8 @@ def plan_daemonset(
     min_ready = float(spec.get("minReadySeconds") or 0)
     by_node: dict[str, list[Mapping[str, Any]]] = {}
     for p in pods:
+        if not _counted(p):
+            continue
         n = target_node(p)
         by_node.setdefault(n or "", []).append(p)
     plan = DsPlan()
@@ -225,7 +236,7 @@ def daemonset_status(
     min_ready = float(spec.get("minReadySeconds") or 0)
     by_node: dict[str, list[Mapping[str, Any]]] = {}
     for p in pods:
-        if is_terminal(p):
+        if not _counted(p):
             continue
         n = target_node(p)
         if n:
@@ -300,6 +311,7 @@ class DaemonSetController(OwnerController):
         self.nodes = nodes
         self.needs(nodes)
         nodes.add_handler(self._on_node)
+        self._revisions: set[tuple[str, str]] = set()
 
     def _on_node(self, old: Obj | None, new: Obj | None) -> None:
         if old is not None and new is not None and _node_signature(old) == _node_signature(new):
@@ -318,6 +330,8 @@ class DaemonSetController(OwnerController):
         revision = template_hash(template)
         nodes = list(self.nodes.store.values())
         now = self.clock.now().timestamp()
+        if not is_deleting(ds) and (ds_uid, revision) not in self._revisions:
+            await self._record_revision(ds, revision)
         if not is_deleting(ds) and self.expectations.satisfied(ds_uid):
             plan = plan_daemonset(ds, nodes, pods, revision, now)
             if plan.delete:
@@ -338,3 +352,46 @@ class DaemonSetController(OwnerController):
         )
         min_ready = float((ds.get("spec") or {}).get("minReadySeconds") or 0)
         return available_after(pods, min_ready, now)
+
+    async def _record_revision(self, ds: Obj, revision: str) -> None:
+        """The ControllerRevision of the DaemonSet's current template, as the real controller
+        keeps one per template: clients tell current pods from outdated ones by its hash."""
+        meta = ds.get("metadata") or {}
+        namespace, uid = str(meta.get("namespace") or ""), str(meta.get("uid") or "")
+        existing = await self.client.list(CONTROLLERREVISIONS, namespace)
+        owned = [
+            r
+            for r in existing.items
+            if any(
+                o.get("uid") == uid for o in (r.get("metadata") or {}).get("ownerReferences") or ()
+            )
+        ]
+        labels = dict(((ds.get("spec") or {}).get("selector") or {}).get("matchLabels") or {})
+        labels[REVISION_LABEL] = revision
+        body: Obj = {
+            "apiVersion": "apps/v1",
+            "kind": "ControllerRevision",
+            "metadata": {
+                "name": f"{meta.get('name')}-{revision}",
+                "namespace": namespace,
+                "labels": labels,
+                "ownerReferences": [
+                    {
+                        "apiVersion": "apps/v1",
+                        "kind": "DaemonSet",
+                        "name": meta.get("name"),
+                        "uid": uid,
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "data": {"spec": {"template": (ds.get("spec") or {}).get("template") or {}}},
+            "revision": 1 + max((int(r.get("revision") or 0) for r in owned), default=0),
+        }
+        if not any(r["metadata"]["name"] == body["metadata"]["name"] for r in owned):
+            try:
+                await self.client.create(CONTROLLERREVISIONS, body, namespace)
+            except AlreadyExists:
+                pass
+        self._revisions.add((uid, revision))

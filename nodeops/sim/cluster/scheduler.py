@@ -22,8 +22,10 @@ from nodeops.sim.cluster.informer import Informer, Key, key_of
 from nodeops.sim.cluster.runtime import supervise
 from nodeops.sim.cluster.scheduling import (
     DEFAULT_SCHEDULER,
+    TAINT_TOLERATION_WEIGHT,
     NodeUsage,
     effective_taints,
+    intolerable_prefer_no_schedule,
     is_deleting,
     is_terminal,
     least_allocated_score,
@@ -34,6 +36,7 @@ from nodeops.sim.cluster.scheduling import (
     resource_filter,
     static_filter,
     summarize_reasons,
+    taint_toleration_scores,
 )
 
 log = logging.getLogger(__name__)
@@ -280,9 +283,8 @@ class Scheduler:
         static_key = static_class(pod)
         empty = NodeUsage()
         usages = self._usage
-        best: str | None = None
-        best_score = -1.0
-        best_pods = 0
+        tolerations = (pod.get("spec") or {}).get("tolerations") or []
+        candidates: list[tuple[str, float, int, int]] = []
         found = 0
         start = self._next_start % total
         checked = 0
@@ -299,11 +301,26 @@ class Scheduler:
                 reasons[reason] = reasons.get(reason, 0) + 1
                 continue
             found += 1
-            score = least_allocated_score(requests, info.alloc, usage)
-            if score > best_score or (score == best_score and usage.pods < best_pods):
-                best, best_score, best_pods = info.name, score, usage.pods
+            candidates.append(
+                (
+                    info.name,
+                    least_allocated_score(requests, info.alloc, usage),
+                    intolerable_prefer_no_schedule(info.taints, tolerations),
+                    usage.pods,
+                )
+            )
             if found >= want:
                 break
+        # Scores are summed with kube-scheduler's default weights; the taint score is
+        # normalised over the feasible nodes, so it needs them all first.
+        best: str | None = None
+        best_score = -1.0
+        best_pods = 0
+        taint_scores = taint_toleration_scores([c[2] for c in candidates])
+        for (name, fit, _, pods), taint_score in zip(candidates, taint_scores, strict=True):
+            score = fit + TAINT_TOLERATION_WEIGHT * taint_score
+            if score > best_score or (score == best_score and pods < best_pods):
+                best, best_score, best_pods = name, score, pods
         self._next_start = (start + checked) % total
         return best, reasons
 

@@ -323,6 +323,30 @@ def resource_filter(
     return None
 
 
+TAINT_TOLERATION_WEIGHT = 3
+"""kube-scheduler's default weight of the TaintToleration score (NodeResourcesFit's is 1)."""
+
+
+def intolerable_prefer_no_schedule(taints: Iterable[Obj], tolerations: Sequence[Obj]) -> int:
+    """How many PreferNoSchedule taints of a node the pod does not tolerate (the count that
+    kube-scheduler's TaintToleration score plugin ranks nodes by, fewer being better)."""
+    return sum(
+        1
+        for taint in taints
+        if taint.get("effect") == PREFER_NO_SCHEDULE
+        and not any(tolerates(t, taint) for t in tolerations)
+    )
+
+
+def taint_toleration_scores(counts: Sequence[int]) -> list[float]:
+    """0..100 per node, normalised as the plugin does: 100 for the fewest intolerable taints,
+    falling linearly to 0 for the most (all 100 when no node has any)."""
+    most = max(counts, default=0)
+    if most == 0:
+        return [100.0] * len(counts)
+    return [100.0 * (1 - c / most) for c in counts]
+
+
 def least_allocated_score(
     requests: Mapping[str, int], allocatable: Mapping[str, int], usage: NodeUsage
 ) -> float:

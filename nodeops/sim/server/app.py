@@ -15,6 +15,7 @@ from aiohttp import web
 from nodeops.sim.clock import Clock
 from nodeops.sim.server.accounting import RequestStats, stats_routes
 from nodeops.sim.server.auth import Authenticator, RBACAuthorizer, bootstrap_policy
+from nodeops.sim.server.discovery import kube_version
 from nodeops.sim.server.errors import ApiError
 from nodeops.sim.server.faults import FaultInjector
 from nodeops.sim.server.http import ApiHttp
@@ -51,6 +52,7 @@ class SimServer:
         history_size: int = 20_000,
         bookmark_interval: float = 5.0,
         tls: bool = False,
+        kube_version: str | None = None,
     ) -> None:
         self.clock = clock or Clock()
         self.host = host
@@ -84,6 +86,8 @@ class SimServer:
             authz=authz,
             bookmark_interval=bookmark_interval,
         )
+        if kube_version is not None:
+            self.set_kube_version(kube_version)
         self._runner: web.AppRunner | None = None
         self.ca_pem: bytes | None = None
         self._ssl: ssl.SSLContext | None = None
@@ -94,6 +98,10 @@ class SimServer:
         # Served beside the Kubernetes API (the simulated cloud's /sim/cloud/ API); set before
         # start(), because the catch-all Kubernetes route would otherwise shadow them.
         self.extra_routes: list[web.AbstractRouteDef] = []
+
+    def set_kube_version(self, git_version: str) -> None:
+        """Answer `/version` as a server running `git_version` does (a control-plane upgrade)."""
+        self.http.version = kube_version(git_version)
 
     def _service_account_uid(self, namespace: str, name: str) -> str | None:
         rt = self.registry.lookup("", "v1", "serviceaccounts")

@@ -8,8 +8,11 @@ plugins.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable
 from typing import Any
+
+from nodeops.sim.server import errors
 
 _NOT_READY = "node.kubernetes.io/not-ready"
 _UNREACHABLE = "node.kubernetes.io/unreachable"
@@ -149,7 +152,24 @@ def _namespace(obj: dict[str, Any]) -> None:
     labels["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
 
 
+def merge_string_data(obj: dict[str, Any]) -> None:
+    """A Secret's `stringData` is write-only: kube-apiserver's conversion merges it into `data`
+    (base64-encoded, winning over the same key there) and never stores or returns it."""
+    given = obj.pop("stringData", None)
+    if not given:
+        return
+    if not isinstance(given, dict):
+        raise errors.bad_request("stringData must be a map of strings")
+    data = obj.get("data") or {}
+    for key, value in given.items():
+        if not isinstance(value, str):
+            raise errors.bad_request(f"stringData[{key}] must be a string")
+        data[key] = base64.b64encode(value.encode()).decode()
+    obj["data"] = data
+
+
 def _secret(obj: dict[str, Any]) -> None:
+    merge_string_data(obj)
     obj.setdefault("type", "Opaque")
 
 

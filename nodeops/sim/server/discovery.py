@@ -29,6 +29,25 @@ KUBE_VERSION = {
     "platform": "linux/amd64",
 }
 
+_GIT_VERSION = re.compile(r"^v([0-9]+)\.([0-9]+)\.[0-9]+([-+][0-9A-Za-z.+-]*)?$")
+
+
+def kube_version(git_version: str) -> dict[str, str]:
+    """`/version` of a server running `git_version` (`v1.32.0`), consistent in every field."""
+    match = _GIT_VERSION.match(git_version)
+    if match is None:
+        raise ValueError(f'{git_version!r} is not a Kubernetes version like "v1.31.4"')
+    major, minor = match.group(1), match.group(2)
+    return {
+        **KUBE_VERSION,
+        "major": major,
+        "minor": minor,
+        "emulationMajor": major,
+        "emulationMinor": minor,
+        "gitVersion": git_version,
+    }
+
+
 # Subresource -> (group, version, kind, verbs) as kube-apiserver advertises them; a None group
 # means "same as the parent".
 _SUBRESOURCES: dict[str, tuple[str | None, str | None, str | None, tuple[str, ...]]] = {

@@ -1,11 +1,12 @@
 """The decision behind `POST /api/v1/namespaces/{ns}/pods/{name}/eviction`.
 
 kube's `EvictionREST.Create` (`pkg/registry/core/pod/storage/eviction.go`) interleaves its checks
-with reads and writes and retries on conflicts. The simulated server answers each request inside one
-atomic store transaction, so no conflict can arise between reading and writing, and the whole rule
-set reduces to a pure function of the pod, the Eviction body and the namespace's budgets:
-`decide_eviction`. The server then carries out the `EvictionDecision` (write the budget, add the
-pod's DisruptionTarget condition, delete the pod) or answers the `ApiError` it raised.
+with reads and writes and retries on conflicts. The simulated server takes the decision inside one
+atomic store step, so no conflict can arise between reading the budget and spending it, and the
+rule set reduces to a pure function of the pod, the Eviction body and the namespace's budgets:
+`decide_eviction`. The server then carries out the `EvictionDecision` in kube's order (write the
+budget and let its watchers see it, add the pod's DisruptionTarget condition, delete the pod,
+answer) or answers the `ApiError` it raised; see `subresources.evict`.
 
 Texts, codes and causes are kube's, including those of the latest `checkAndDecrement`, whose
 refusals explain a budget's `DisruptionAllowed` condition and carry a `DisruptionBudget` cause on
@@ -205,7 +206,7 @@ def decide_eviction(
         # The pod does not count towards the budget, so nothing is spent; the precondition makes
         # sure it has not become ready (and counted) since it was judged.
         options = _with_resource_version(original, meta.get("resourceVersion", ""))
-        error = None if is_dry_run else _condition_precondition_error(pod, options)
+        error = None if is_dry_run else condition_precondition_error(pod, options)
         if error is not None or (is_dry_run and _store_precondition_fails(pod, options)):
             # kube turns the delete's conflict into "try again" when the precondition was its own.
             if _resource_version_unset(original):
@@ -215,7 +216,7 @@ def decide_eviction(
         return EvictionDecision(None, options, not is_dry_run)
 
     updated = _check_and_decrement(pdb, name, now)
-    error = None if is_dry_run else _condition_precondition_error(pod, original)
+    error = None if is_dry_run else condition_precondition_error(pod, original)
     return EvictionDecision(
         None if is_dry_run else updated,
         original,
@@ -412,7 +413,7 @@ def _check_and_decrement(pdb: Mapping[str, Any], pod_name: str, now: datetime) -
     return updated
 
 
-def _condition_precondition_error(
+def condition_precondition_error(
     pod: Mapping[str, Any], options: Mapping[str, Any]
 ) -> ApiError | None:
     """The 409 kube raises while adding the DisruptionTarget condition (`addConditionAndDeletePod`).
@@ -460,6 +461,6 @@ def _store_precondition_fails(pod: Mapping[str, Any], options: Mapping[str, Any]
 
 
 def _raise_on_condition_precondition(pod: Mapping[str, Any], options: Mapping[str, Any]) -> None:
-    error = _condition_precondition_error(pod, options)
+    error = condition_precondition_error(pod, options)
     if error is not None:
         raise error

@@ -145,6 +145,8 @@ class ApiHttp:
         self.bookmark_interval = bookmark_interval
         self.min_request_timeout = min_request_timeout
         self.server_address = "127.0.0.1:0"
+        self.version: dict[str, str] = dict(discovery.KUBE_VERSION)
+        """What `/version` answers; `SimServer.set_kube_version` changes it."""
         self.watchers: set[Watcher] = set()
         self.shutting_down = False
         # Set on shutdown, so requests and watches held back by injected faults end with it.
@@ -245,7 +247,7 @@ class ApiHttp:
         if path in _NON_RESOURCE_OK or path.startswith(tuple(p + "/" for p in _NON_RESOURCE_OK)):
             return web.Response(text="ok", content_type="text/plain")
         if path == "/version":
-            return self._json(discovery.KUBE_VERSION)
+            return self._json(self.version)
         if path == "/api":
             return self._json(discovery.api_versions(self.server_address))
         if path == "/apis":
@@ -346,7 +348,7 @@ class ApiHttp:
                 return self._json(reg.patch(rt, ns, name, ptype, body, "status", dry_run))
         elif sub == "eviction" and verb == "create":
             body = await self._body(request)
-            return self._json(subresources.evict(reg, ns, name, body, dry_run), 201)
+            return self._json(await subresources.evict(reg, ns, name, body, dry_run), 201)
         elif sub == "binding" and verb == "create":
             body = await self._body(request)
             return self._json(subresources.bind(reg, ns, name, body, dry_run), 201)
@@ -593,6 +595,7 @@ class ApiHttp:
         bucket = store.bucket(rt.storage_key)
         encoder = self.registry.encoder(rt)
         watcher = Watcher(flt, encoder, store.watcher_buffer)
+        watcher.hold = hold
         resp = web.StreamResponse(headers={"Content-Type": _JSON})
         resp.enable_chunked_encoding()
         failure: bytes | None = None
@@ -667,10 +670,9 @@ class ApiHttp:
                         count = len(watcher.pending)
                         with contextlib.suppress(TimeoutError):
                             await asyncio.wait_for(self._closing.wait(), hold)
-                        lines = [watcher.pending.popleft() for _ in range(count)]
+                        lines, upto = watcher.take(count)
                     else:
-                        lines = list(watcher.pending)
-                        watcher.pending.clear()
+                        lines, upto = watcher.take()
                     cut = max_events is not None and sent + len(lines) >= max_events
                     if cut and max_events is not None:
                         lines = lines[: max(0, max_events - sent)]
@@ -678,6 +680,7 @@ class ApiHttp:
                     await _write_pieces(resp, lines)
                     if cut:
                         break
+                    watcher.mark_sent(upto)
                 if watcher.closed:
                     break
                 if bookmarks and time.monotonic() >= next_bookmark:

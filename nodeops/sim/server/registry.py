@@ -30,6 +30,7 @@ from nodeops.sim.server.defaults import (
     POD_MUTABLE_SPEC,
     STATUS_RESET_ON_CREATE,
     apply_create_defaults,
+    merge_string_data,
 )
 from nodeops.sim.server.patch import (
     apply_json_patch,
@@ -495,6 +496,8 @@ class Registry:
     ) -> dict[str, Any]:
         name = old["metadata"]["name"]
         self._check_type_meta(rt, new)
+        if (rt.group, rt.kind) == ("", "Secret") and subresource == "":
+            merge_string_data(new)
         meta = _meta(new)
         if meta.get("name") and meta["name"] != name:
             raise errors.bad_request(

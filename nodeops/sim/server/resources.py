@@ -215,6 +215,7 @@ BUILTIN: tuple[ResourceType, ...] = (
         extra_fields=_events_v1_fields,
     ),
     _rt("apps", "v1", "daemonsets", "DaemonSet", True, ("ds",), ("status",), categories=("all",)),
+    _rt("apps", "v1", "controllerrevisions", "ControllerRevision", True),
     _rt(
         "apps",
         "v1",

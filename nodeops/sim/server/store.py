@@ -113,6 +113,12 @@ class Watcher:
         self.overflowed = False
         self.max_pending = max_pending
         self.last_rv = 0
+        # The highest resourceVersion whose event has been written to the connection, and
+        # writers waiting for an event of theirs to get that far.
+        self.sent_rv = 0
+        self._sent_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._pending_rvs: deque[int] = deque()  # the resourceVersion of each pending line
+        self.hold = 0.0  # an injected delay: writers do not wait for a watcher slowed on purpose
 
     def offer(self, ev: WatchEvent) -> None:
         if self.closed:
@@ -134,6 +140,7 @@ class Watcher:
         else:
             return
         self.pending.append(ev.encoded(kind, self.transform))
+        self._pending_rvs.append(ev.rv)
         self.last_rv = ev.rv
         if len(self.pending) > self.max_pending:
             # A consumer this far behind is cut off, as the apiserver's cacher does with a
@@ -145,6 +152,40 @@ class Watcher:
     def close(self) -> None:
         self.closed = True
         self.wake.set()
+        self._wake_senders(all_of_them=True)
+
+    def take(self, count: int | None = None) -> tuple[list[bytes], int]:
+        """Take the first `count` pending lines (all by default) for writing, with the highest
+        resourceVersion among them, for `mark_sent` once they are written."""
+        n = len(self.pending) if count is None else min(count, len(self.pending))
+        lines = [self.pending.popleft() for _ in range(n)]
+        upto = max((self._pending_rvs.popleft() for _ in range(n)), default=0)
+        return lines, upto
+
+    def mark_sent(self, rv: int) -> None:
+        """The lines up to `rv` are on the connection: release writers waiting for them."""
+        if rv > self.sent_rv:
+            self.sent_rv = rv
+        self._wake_senders()
+
+    def _wake_senders(self, *, all_of_them: bool = False) -> None:
+        keep = []
+        for rv, fut in self._sent_waiters:
+            if all_of_them or rv <= self.sent_rv:
+                if not fut.done():
+                    fut.set_result(None)
+            else:
+                keep.append((rv, fut))
+        self._sent_waiters = keep
+
+    def wait_sent(self, rv: int) -> asyncio.Future[None] | None:
+        """A future done once the event at `rv` (offered to this watcher) has been written;
+        None when it already has been, or this watcher never got it."""
+        if self.closed or self.last_rv < rv or self.sent_rv >= rv:
+            return None
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._sent_waiters.append((rv, fut))
+        return fut
 
 
 class Bucket:
@@ -212,6 +253,21 @@ class Bucket:
         ev = WatchEvent(DELETED, final, None)
         self._record(ev)
         return ev
+
+    async def wait_sent(self, rv: int, timeout: float) -> None:
+        """Wait until every watcher that was offered the event at `rv` has written it out.
+
+        kube-apiserver writes a PodDisruptionBudget's status to etcd, and its cacher sends the
+        watch event, while the eviction that wrote it is still deleting the pod; by the time the
+        eviction's answer leaves, watchers have had the event for milliseconds. A writer that
+        must keep that order waits here. A watcher that has not taken the event within
+        `timeout` (a stalled consumer) is not waited for any longer.
+        """
+        futures = [
+            f for w in list(self.watchers) if not w.hold and (f := w.wait_sent(rv)) is not None
+        ]
+        if futures:
+            await asyncio.wait(futures, timeout=timeout)
 
     def events_since(self, rv: int) -> list[WatchEvent] | None:
         """Events after `rv`, or None when they are no longer all retained."""

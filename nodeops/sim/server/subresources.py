@@ -1,17 +1,19 @@
 """Subresources with verbs of their own: eviction, binding, scale and service account tokens.
 
-Each is a small transaction on the registry: eviction checks PodDisruptionBudgets and records
-the disruption before deleting, exactly in kube-apiserver's order, so a PDB can never be
-violated by two evictions racing each other.
+Each is a small transaction on the registry: eviction checks PodDisruptionBudgets and spends
+one disruption in a single atomic step, so a PDB can never be violated by two evictions racing
+each other, then deletes the pod in kube-apiserver's order of effects.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from nodeops.sim.server import errors
 from nodeops.sim.server.auth import Authenticator
 from nodeops.sim.server.eviction import (
+    condition_precondition_error,
     decide_eviction,
     eviction_delete_options,
     eviction_success_status,
@@ -29,7 +31,43 @@ _SUCCESS_CREATED: dict[str, Any] = {
 }
 
 
-def evict(registry: Registry, ns: str, name: str, body: Any, dry_run: bool) -> dict[str, Any]:
+WATCH_SEND_TIMEOUT = 1.0
+"""How long an eviction waits for the budget's watchers to be sent its status update.
+
+Long enough for any live consumer on loopback; a stalled one does not hold evictions up.
+"""
+
+STORAGE_WRITE_SECONDS = 0.001
+"""What one write to etcd costs kube-apiserver on a fast local disk.
+
+The eviction handler writes the pod twice (its DisruptionTarget condition, then its deletion)
+after the budget's status; the budget's watchers, the disruption controller among them, act on
+that status meanwhile, so its next status update can reach a client before the eviction's answer.
+"""
+
+EVICTIONS_RETRY_STEPS = 20
+EVICTIONS_RETRY_SECONDS = 0.5
+EVICTIONS_RETRY_JITTER = 0.1
+"""kube's `EvictionsRetry`: a budget whose status changed between the eviction's read and its
+write is read again after 500 ms (plus up to 10% jitter), at most 20 times.
+
+So concurrent evictions of pods under one budget are not free on kube-apiserver: all but one of
+those that read the same version wait half a second and try again.
+"""
+
+
+async def evict(registry: Registry, ns: str, name: str, body: Any, dry_run: bool) -> dict[str, Any]:
+    """kube's `EvictionREST.Create`, in kube's order of effects.
+
+    The budget is read, judged and its status written as two steps with other requests free to
+    run between them (kube reads through its loopback client and writes with a resourceVersion
+    precondition), so evictions racing on one budget conflict and retry as in kube. The status
+    write (one disruption spent, the pod in `disruptedPods`) has its watch event sent to every
+    watcher of the budget before the pod is touched, and the answer comes last: what a client of
+    kube-apiserver sees, since the cacher dispatches that event while the handler goes on to
+    update and delete the pod. The pod is read again after that, as kube's update and delete
+    read what is stored then.
+    """
     if not isinstance(body, dict):
         raise errors.bad_request("the body of the request must be a JSON object")
     dry = ["All"] if dry_run else None
@@ -37,24 +75,49 @@ def evict(registry: Registry, ns: str, name: str, body: Any, dry_run: bool) -> d
     eviction_delete_options(body, namespace=ns, name=name, dry_run=dry)
     pods = registry.lookup("", "v1", "pods")
     pdb_rt = registry.lookup("policy", "v1", "poddisruptionbudgets")
+    bucket = registry.store.bucket(pdb_rt.storage_key)
     pod = registry.get(pods, ns, name)
-    pdbs = [
-        registry.decode(pdb_rt, e) for e in registry.store.bucket(pdb_rt.storage_key).entries(ns)
-    ]
-    decision = decide_eviction(pod, body, pdbs, registry.clock.now(), dry_run=dry)
-    if dry_run:
-        return eviction_success_status()
-    if decision.pdb_to_update is not None:
+    for _ in range(EVICTIONS_RETRY_STEPS):
+        entries = list(bucket.entries(ns))
+        pdbs = [registry.decode(pdb_rt, e) for e in entries]
+        decision = decide_eviction(pod, body, pdbs, registry.clock.now(), dry_run=dry)
+        if dry_run:
+            return eviction_success_status()
+        if decision.pdb_to_update is None:
+            break
         pdb = decision.pdb_to_update
-        registry.update(pdb_rt, ns, pdb["metadata"]["name"], pdb, subresource="status")
+        pdb_name = pdb["metadata"]["name"]
+        read = next(e.rv for e in entries if e.name == pdb_name)
+        await asyncio.sleep(0)  # the read and the guarded write are separate round trips
+        current = bucket.get(ns, pdb_name)
+        if current is None or current.rv != read:
+            await registry.clock.sleep(
+                EVICTIONS_RETRY_SECONDS * (1 + registry.rng.random() * EVICTIONS_RETRY_JITTER)
+            )
+            continue
+        stored = registry.update(pdb_rt, ns, pdb_name, pdb, subresource="status")
+        await bucket.wait_sent(int(stored["metadata"]["resourceVersion"]), WATCH_SEND_TIMEOUT)
+        pod = registry.get(pods, ns, name)
+        error = condition_precondition_error(pod, decision.delete_options)
+        if error is not None:
+            raise error  # the budget stays spent until the disruption controller expires it
+        break
+    else:
+        raise errors.stale_conflict("policy", "poddisruptionbudgets", pdb_name)
     if decision.error_after_pdb_update is not None:
         raise decision.error_after_pdb_update
     options = decision.delete_options
     if decision.add_disruption_target_condition:
+        await registry.clock.sleep(STORAGE_WRITE_SECONDS)
+        pod = registry.get(pods, ns, name)
+        error = condition_precondition_error(pod, options)
+        if error is not None:
+            raise error
         updated = with_disruption_target_condition(pod, registry.clock.now())
         updated["metadata"].pop("resourceVersion", None)
-        stored = registry.update(pods, ns, name, updated, "status")
-        options = decision.delete_options_after_condition(stored)
+        stored_pod = registry.update(pods, ns, name, updated, "status")
+        options = decision.delete_options_after_condition(stored_pod)
+    await registry.clock.sleep(STORAGE_WRITE_SECONDS)
     registry.delete(pods, ns, name, options)
     return eviction_success_status()
 

@@ -13,15 +13,16 @@ The node is drained completely, DaemonSet pods included (as before a scale-down)
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 
+from nodeops.controllers.detacher import signals
 from nodeops.drain.engine import Drainer
-from nodeops.drain.options import DrainOptions
+from nodeops.drain.options import DAEMONSET_DRAIN_TAINT, DrainOptions
 from nodeops.kube import Client
 from nodeops.kube.resources import NODES, PODS, SERVICES
 from nodeops.providers.registry import create_provider
@@ -188,3 +189,67 @@ async def test_requests_are_lost_when_the_node_is_drained_without_it(traffic: Tr
 
     assert flow["nodes"][node]["failed"] > 0, flow
     assert all(c["failed"] == 0 for n, c in flow["nodes"].items() if n != node)
+
+
+async def test_an_uncordoned_node_is_attached_again_after_its_ingress_pod_was_stopped(
+    traffic: Traffic,
+) -> None:
+    """With ingress DaemonSets managed, the detacher's own stopping of the ingress pod on a
+    cordoned node is no rollout: uncordoned, the node is attached again at once, its DaemonSet
+    taint lifted so that the ingress pod comes back, and it takes requests again with none lost
+    (the load balancer sends it nothing until its health checks pass)."""
+    provider = create_provider("sim", {"url": traffic.sim.server.url, "poll_interval": 0.05})
+    assert isinstance(provider, SimProvider)
+    op = await Operator(
+        traffic.sim.server.url,
+        None,
+        provider,
+        stop_pods=True,
+        stop_daemonset_pods=True,
+        drain_delete_emptydir_data=True,
+        manage_daemonset_pods=True,
+        daemonsets=["edge/ingress"],
+    ).start()
+    cluster = Cluster(traffic.client)
+    seen: set[str] = set()
+
+    async def status(node: str) -> dict[str, Any]:
+        record = await cluster.record(node)
+        current = dict((record or {}).get("status") or {})
+        if current.get("phase"):
+            seen.add(f"{current['phase']}:{current.get('reason') or ''}")
+        return current
+
+    try:
+        await until(op.running, what="the operator running")
+        node = await traffic.node()
+        await cluster.cordon(node)
+        await until(
+            lambda: _key(status(node), "podsStoppedAt"), timeout=60, what="the node drained"
+        )
+        await cluster.cordon(node, on=False)
+        await until(
+            lambda: _key(status(node), "phase", "Attached"),
+            timeout=60,
+            what="the node attached again",
+        )
+        taints = (await cluster.node(node))["spec"].get("taints") or []
+        assert all(t["key"] != DAEMONSET_DRAIN_TAINT for t in taints), taints
+        before = (await traffic.flow())["nodes"][node]["succeeded"]
+
+        async def served_again() -> bool:
+            return bool((await traffic.flow())["nodes"][node]["succeeded"] >= before + 30)
+
+        await until(served_again, timeout=60, what="requests to the node again")
+        flow = await traffic.stop()
+    finally:
+        await op.stop()
+        await provider.close()
+
+    assert not any(signals.INGRESS_ROLLOUT in s for s in seen), seen
+    assert flow["failed"] == 0, flow
+
+
+async def _key(current: Awaitable[dict[str, Any]], key: str, value: Any = None) -> bool:
+    got = (await current).get(key)
+    return bool(got) if value is None else bool(got == value)

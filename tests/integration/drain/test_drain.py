@@ -2,13 +2,14 @@
 
 Every test also runs a budget monitor built on the simulator's own write hook: it sees every
 pod write the server makes and fails the test if any PodDisruptionBudget ever has fewer healthy
-pods than it requires.
+pods than it requires. Each behaviour a reconciler relies on runs twice (`mode`): through
+`Drainer.drain` with its own watches, as `nodeops drain` does, and through `Drainer.step` pass
+after pass over shared informers, as a controller does.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -26,130 +27,28 @@ from nodeops.kube.resources import (
     PERSISTENTVOLUMES,
     PODS,
 )
-from nodeops.sim.serve import SimCluster, SimOptions
 
-from .budget_monitor import BudgetMonitor
-
-NS = "default"
-
-
-@pytest.fixture
-async def cluster() -> AsyncIterator[tuple[SimCluster, Client, BudgetMonitor]]:
-    sim = SimCluster(SimOptions(nodes=3, instant=True, time_scale=20.0))
-    monitor = BudgetMonitor(sim.server)
-    await sim.start()
-    client = Client(sim.server.url, token=sim.server.admin_token, qps=0)
-    try:
-        yield sim, client, monitor
-    finally:
-        await client.close()
-        await sim.stop()
-        monitor.assert_never_violated()
+from .runner import run_drain
+from .workload import (
+    NS,
+    bare_pod,
+    create_on,
+    deployment,
+    pdb,
+    pods_on,
+    running,
+    settle_pdb,
+    wait_until,
+)
 
 
-def deployment(name: str, replicas: int, node: str | None = None, **pod: Any) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "terminationGracePeriodSeconds": 1,
-        "containers": [{"name": "c", "image": "nginx:1.27"}],
-    }
-    if node:
-        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
-    spec.update(pod.pop("spec", {}))
-    meta: dict[str, Any] = {"labels": {"app": name, **pod.pop("labels", {})}}
-    if pod.get("annotations"):
-        meta["annotations"] = pod["annotations"]
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": meta, "spec": spec},
-        },
-    }
-
-
-def pdb(name: str, app: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {"selector": {"matchLabels": {"app": app}}, **spec},
-    }
-
-
-async def wait_until(predicate: Any, timeout: float = 30.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not await predicate():
-        assert loop.time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.05)
-
-
-async def pods_on(client: Client, node: str, selector: str | None = None) -> list[dict[str, Any]]:
-    items, _ = await client.list(
-        PODS, field_selector=f"spec.nodeName={node}", label_selector=selector
-    )
-    return items
-
-
-async def running(client: Client, app: str, count: int) -> None:
-    async def ready() -> bool:
-        items, _ = await client.list(PODS, NS, label_selector=f"app={app}")
-        live = [
-            p
-            for p in items
-            if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
-        ]
-        return len(live) == count
-
-    await wait_until(ready)
-
-
-async def settle_pdb(client: Client, name: str, healthy: int) -> None:
-    async def current() -> bool:
-        obj = await client.get(PDBS, name, NS)
-        return (obj.get("status") or {}).get("currentHealthy") == healthy
-
-    await wait_until(current)
-
-
-async def create_on(client: Client, node: str, *deployments: dict[str, Any]) -> None:
-    """Create deployments whose pods all land on `node`, free to move anywhere afterwards:
-    the other nodes are cordoned while the pods are scheduled."""
-    others = [f"node-{i}" for i in range(3) if f"node-{i}" != node]
-    for other in others:
-        await client.patch(NODES, other, {"spec": {"unschedulable": True}})
-    for dep in deployments:
-        await client.create(DEPLOYMENTS, dep, NS)
-    for dep in deployments:
-        await running(client, dep["metadata"]["name"], dep["spec"]["replicas"])
-    for other in others:
-        await client.patch(NODES, other, {"spec": {"unschedulable": None}})
-
-
-def bare_pod(name: str, node: str, **extra: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": NS, **extra.pop("metadata", {})},
-        "spec": {
-            "nodeName": node,
-            "terminationGracePeriodSeconds": 1,
-            "containers": [{"name": "c", "image": "nginx:1.27"}],
-            **extra.pop("spec", {}),
-        },
-    }
-    return body
-
-
-async def test_drain_evicts_everything_and_cordons(cluster: Any) -> None:
+async def test_drain_evicts_everything_and_cordons(cluster: Any, mode: str) -> None:
     _, client, _ = cluster
     await create_on(client, "node-0", deployment("web", 3))
     progress: list[DrainProgress] = []
-    drainer = Drainer(client, DrainOptions(timeout=60), on_progress=progress.append)
-    result = await drainer.drain("node-0")
+    result = await run_drain(
+        client, mode, "node-0", DrainOptions(timeout=60), on_progress=progress.append
+    )
     node = await client.get(NODES, "node-0")
     assert node["spec"]["unschedulable"] is True
     assert await pods_on(client, "node-0") == []
@@ -158,7 +57,7 @@ async def test_drain_evicts_everything_and_cordons(cluster: Any) -> None:
     await running(client, "web", 3)  # replaced elsewhere
 
 
-async def test_preflight_is_all_or_nothing_with_kubectl_words(cluster: Any) -> None:
+async def test_preflight_is_all_or_nothing_with_kubectl_words(cluster: Any, mode: str) -> None:
     _, client, _ = cluster
     await client.create(PODS, bare_pod("bare", "node-1"), NS)
     scratch = deployment(
@@ -169,16 +68,16 @@ async def test_preflight_is_all_or_nothing_with_kubectl_words(cluster: Any) -> N
     (scratch_pod,) = await pods_on(client, "node-1", "app=scratch")
     scratch_ref = f"default/{scratch_pod['metadata']['name']}"
     with pytest.raises(DrainError) as info:
-        await Drainer(client, DrainOptions(timeout=10)).drain("node-1")
+        await run_drain(client, mode, "node-1", DrainOptions(timeout=10))
     assert str(info.value) == (
         f"cannot delete {UNMANAGED_FATAL}: default/bare, cannot delete Pods with local storage "
         f"(use --delete-emptydir-data to override): {scratch_ref}"
     )
     assert len(await pods_on(client, "node-1")) == 2  # nothing was evicted
 
-    result = await Drainer(
-        client, DrainOptions(timeout=30, force=True, delete_emptydir_data=True)
-    ).drain("node-1")
+    result = await run_drain(
+        client, mode, "node-1", DrainOptions(timeout=30, force=True, delete_emptydir_data=True)
+    )
     assert sorted(result.warnings) == [
         "deleting Pods that declare no controller: default/bare",
         f"deleting Pods with local storage: {scratch_ref}",
@@ -186,7 +85,7 @@ async def test_preflight_is_all_or_nothing_with_kubectl_words(cluster: Any) -> N
     assert [p for p in await pods_on(client, "node-1") if p["metadata"]["name"] == "bare"] == []
 
 
-async def test_daemonsets_mirror_pods_and_selectors(cluster: Any) -> None:
+async def test_daemonsets_mirror_pods_and_selectors(cluster: Any, mode: str) -> None:
     _, client, _ = cluster
     ds = {
         "apiVersion": "apps/v1",
@@ -210,8 +109,10 @@ async def test_daemonsets_mirror_pods_and_selectors(cluster: Any) -> None:
         DrainError,
         match=r"cannot delete DaemonSet-managed Pods \(use --ignore-daemonsets to ignore\): default/agent-",
     ):
-        await Drainer(client, DrainOptions(timeout=10)).drain("node-2")
-    result = await Drainer(client, DrainOptions(timeout=30, ignore_daemonsets=True)).drain("node-2")
+        await run_drain(client, mode, "node-2", DrainOptions(timeout=10))
+    result = await run_drain(
+        client, mode, "node-2", DrainOptions(timeout=30, ignore_daemonsets=True)
+    )
     assert {r.split("/")[1].split("-")[0] for r in result.skipped} == {"agent", "static"}
     assert result.warnings[0].startswith("ignoring DaemonSet-managed Pods: default/agent-")
     left = {p["metadata"]["name"].split("-")[0] for p in await pods_on(client, "node-2")}
@@ -219,54 +120,68 @@ async def test_daemonsets_mirror_pods_and_selectors(cluster: Any) -> None:
 
     # --evict-daemonsets: the node is tainted so the DaemonSet does not come back, then its
     # pod is stopped too.
-    await Drainer(
-        client, DrainOptions(timeout=30, ignore_daemonsets=True, evict_daemonsets=True)
-    ).drain("node-2")
+    await run_drain(
+        client,
+        mode,
+        "node-2",
+        DrainOptions(timeout=30, ignore_daemonsets=True, evict_daemonsets=True),
+    )
     node = await client.get(NODES, "node-2")
     assert any(t["key"] == "nodeops.dev/draining" for t in node["spec"]["taints"])
     await asyncio.sleep(0.5)
     assert [p["metadata"]["name"] for p in await pods_on(client, "node-2")] == ["static"]
 
 
-async def test_pod_selector_dry_run_and_disable_eviction(cluster: Any) -> None:
+async def test_pod_selector_dry_run_and_disable_eviction(cluster: Any, mode: str) -> None:
     _, client, _ = cluster
     await client.create(DEPLOYMENTS, deployment("a", 2, node="node-0"), NS)
     await client.create(DEPLOYMENTS, deployment("b", 2, node="node-0"), NS)
     await running(client, "a", 2)
     await running(client, "b", 2)
     before = {p["metadata"]["name"] for p in await pods_on(client, "node-0")}
-    for mode in ("client", "server"):
+    for dry_run in ("client", "server"):
         seen: list[str] = []
-        result = await Drainer(
+        result = await run_drain(
             client,
-            DrainOptions(dry_run=mode),
+            mode,
+            "node-0",
+            DrainOptions(dry_run=dry_run, ignore_daemonsets=True, evict_daemonsets=True),
             on_evicting=lambda p, seen=seen: seen.append(p["metadata"]["name"]),
-        ).drain("node-0")
+        )
         assert sorted(seen) == sorted(before) and len(result.evicted) == 4
         assert {p["metadata"]["name"] for p in await pods_on(client, "node-0")} == before
     node = await client.get(NODES, "node-0")
-    assert not node["spec"].get("unschedulable")  # dry runs change nothing
+    assert not node["spec"].get("unschedulable")  # dry runs change nothing, taints included
+    assert not any(t["key"] == "nodeops.dev/draining" for t in node["spec"].get("taints") or ())
 
-    await Drainer(
-        client, DrainOptions(timeout=30, pod_selector="app=a", disable_eviction=True)
-    ).drain("node-0")
+    await run_drain(
+        client,
+        mode,
+        "node-0",
+        DrainOptions(timeout=30, pod_selector="app=a", disable_eviction=True),
+    )
     left = await pods_on(client, "node-0", "app")
     assert {
         p["metadata"]["labels"]["app"] for p in left if not p["metadata"].get("deletionTimestamp")
     } == {"b"}
 
 
-async def test_pdb_blocks_then_unblocks_as_replacements_become_ready(cluster: Any) -> None:
+async def test_pdb_blocks_then_unblocks_as_replacements_become_ready(
+    cluster: Any, mode: str
+) -> None:
     _, client, monitor = cluster
     await create_on(client, "node-0", deployment("api", 4))
     await client.create(PDBS, pdb("api", "api", minAvailable=3), NS)
     monitor.watch("api", min_available=3)
     await settle_pdb(client, "api", 4)
     messages: list[str] = []
-    drainer = Drainer(
-        client, DrainOptions(timeout=60), on_progress=lambda p: messages.append(p.message)
+    await run_drain(
+        client,
+        mode,
+        "node-0",
+        DrainOptions(timeout=60),
+        on_progress=lambda p: messages.append(p.message),
     )
-    await drainer.drain("node-0")
     assert await pods_on(client, "node-0") == []
     # The drain waits for the budget instead of asking for evictions the server must refuse.
     assert any(
@@ -275,17 +190,17 @@ async def test_pdb_blocks_then_unblocks_as_replacements_become_ready(cluster: An
     assert monitor.evictions["api"] >= 4
 
 
-async def test_multiple_pdbs_fail_without_retry(cluster: Any) -> None:
+async def test_multiple_pdbs_fail_without_retry(cluster: Any, mode: str) -> None:
     _, client, _ = cluster
     await client.create(DEPLOYMENTS, deployment("m", 1, node="node-0"), NS)
     await running(client, "m", 1)
     await client.create(PDBS, pdb("m1", "m", maxUnavailable=1), NS)
     await client.create(PDBS, pdb("m2", "m", maxUnavailable=1), NS)
     with pytest.raises(DrainError, match="more than one PodDisruptionBudget"):
-        await Drainer(client, DrainOptions(timeout=20)).drain("node-0")
+        await run_drain(client, mode, "node-0", DrainOptions(timeout=20))
 
 
-async def test_timeout_reports_blocked_pods(cluster: Any) -> None:
+async def test_timeout_reports_blocked_pods(cluster: Any, mode: str) -> None:
     _, client, monitor = cluster
     await client.create(DEPLOYMENTS, deployment("t", 2, node="node-0"), NS)
     await running(client, "t", 2)
@@ -293,13 +208,13 @@ async def test_timeout_reports_blocked_pods(cluster: Any) -> None:
     monitor.watch("t", min_available=2)
     await settle_pdb(client, "t", 2)
     with pytest.raises(DrainTimeout) as info:
-        await Drainer(client, DrainOptions(timeout=1.5)).drain("node-0")
+        await run_drain(client, mode, "node-0", DrainOptions(timeout=1.5))
     text = str(info.value)
     assert 'error when evicting pods/"t-' in text and "global timeout reached: 1.5s" in text
     assert len(await pods_on(client, "node-0")) == 2
 
 
-async def test_order_by_rules_labels_and_priorities(cluster: Any) -> None:
+async def test_order_by_rules_labels_and_priorities(cluster: Any, mode: str) -> None:
     _, client, _ = cluster
     from nodeops.api.crd import all_crds
     from nodeops.kube.resources import CRDS, NODEDRAINRULES
@@ -326,12 +241,14 @@ async def test_order_by_rules_labels_and_priorities(cluster: Any) -> None:
     )
     order: list[str] = []
     messages: list[str] = []
-    await Drainer(
+    await run_drain(
         client,
+        mode,
+        "node-0",
         DrainOptions(timeout=60),
         on_evicting=lambda p: order.append(p["metadata"]["labels"]["app"]),
         on_progress=lambda p: messages.append(p.message),
-    ).drain("node-0")
+    )
     assert order == ["proxy", "web", "web", "db"]  # priority 5 (order -5), then 0, then rule 10
     assert any(
         "After above Pods have been removed from the Node, the following Pods will be evicted: default/db-"
@@ -342,7 +259,9 @@ async def test_order_by_rules_labels_and_priorities(cluster: Any) -> None:
     assert left == ["keep"]
 
 
-async def test_wait_completed_pods_hold_the_drain_until_they_finish(cluster: Any) -> None:
+async def test_wait_completed_pods_hold_the_drain_until_they_finish(
+    cluster: Any, mode: str
+) -> None:
     _, client, _ = cluster
     job = bare_pod(
         "job",
@@ -362,7 +281,7 @@ async def test_wait_completed_pods_hold_the_drain_until_they_finish(cluster: Any
         spec={"restartPolicy": "Never"},
     )
     await client.create(PODS, job, NS)
-    task = asyncio.create_task(Drainer(client, DrainOptions(timeout=30)).drain("node-1"))
+    task = asyncio.create_task(run_drain(client, mode, "node-1", DrainOptions(timeout=30)))
     await asyncio.sleep(1.0)
     assert not task.done()
     await client.patch_status(PODS, "job", {"phase": "Succeeded"}, NS)
@@ -371,7 +290,7 @@ async def test_wait_completed_pods_hold_the_drain_until_they_finish(cluster: Any
     assert names == ["job"]  # completed pods are not evicted, and no longer hold the drain
 
 
-async def test_crash_and_resume_continues_from_the_cluster(cluster: Any) -> None:
+async def test_crash_and_resume_continues_from_the_cluster(cluster: Any, mode: str) -> None:
     _, client, monitor = cluster
     await create_on(client, "node-0", deployment("r", 6))
     await client.create(PDBS, pdb("r", "r", maxUnavailable=1), NS)
@@ -384,18 +303,18 @@ async def test_crash_and_resume_continues_from_the_cluster(cluster: Any) -> None
         first.cancel()  # the process dies right after its first eviction was sent
 
     first = asyncio.create_task(
-        Drainer(client, DrainOptions(timeout=60), on_evicting=die_after_first_eviction).drain(
-            "node-0"
+        run_drain(
+            client, mode, "node-0", DrainOptions(timeout=60), on_evicting=die_after_first_eviction
         )
     )
     with pytest.raises(asyncio.CancelledError):
         await first
     assert started
-    await Drainer(client, DrainOptions(timeout=60)).drain("node-0")
+    await run_drain(client, mode, "node-0", DrainOptions(timeout=60))
     assert await pods_on(client, "node-0") == []
 
 
-async def test_wait_for_volumes_ignores_skipped_pods(cluster: Any) -> None:
+async def test_wait_for_volumes_ignores_skipped_pods(cluster: Any, mode: str) -> None:
     _, client, _ = cluster
     pv = {
         "apiVersion": "v1",
@@ -417,7 +336,7 @@ async def test_wait_for_volumes_ignores_skipped_pods(cluster: Any) -> None:
     }
     await client.patch(NODES, "node-2", attached, subresource="status")
     drain = asyncio.create_task(
-        Drainer(client, DrainOptions(timeout=30, wait_for_volumes=True)).drain("node-2")
+        run_drain(client, mode, "node-2", DrainOptions(timeout=30, wait_for_volumes=True))
     )
     await asyncio.sleep(1.0)
     assert not drain.done()
@@ -447,23 +366,10 @@ async def test_step_reports_progress_without_waiting(cluster: Any) -> None:
     assert monitor.evictions["s"] == 0
 
 
-async def test_missing_node_is_not_found(cluster: Any) -> None:
+async def test_missing_node_is_not_found(cluster: Any, mode: str) -> None:
     _, client, _ = cluster
     with pytest.raises(errors.NotFound):
-        await Drainer(client, DrainOptions()).drain("nope")
-
-
-@pytest.fixture
-async def realtime() -> AsyncIterator[tuple[SimCluster, Client]]:
-    """A cluster on wall-clock time, for checks that compare deletion timestamps with now."""
-    sim = SimCluster(SimOptions(nodes=2, instant=False, time_scale=1.0))
-    await sim.start()
-    client = Client(sim.server.url, token=sim.server.admin_token, qps=0)
-    try:
-        yield sim, client
-    finally:
-        await client.close()
-        await sim.stop()
+        await run_drain(client, mode, "nope", DrainOptions(timeout=10))
 
 
 async def stop_kubelet(client: Client, node: str) -> None:
@@ -472,13 +378,13 @@ async def stop_kubelet(client: Client, node: str) -> None:
     await client.patch(NODES, node, patch)
 
 
-async def test_grace_period_is_passed_to_evictions(realtime: Any) -> None:
+async def test_grace_period_is_passed_to_evictions(realtime: Any, mode: str) -> None:
     _, client = realtime
     await client.create(DEPLOYMENTS, deployment("g", 1, node="node-0"), NS)
     await running(client, "g", 1)
     await stop_kubelet(client, "node-0")
     drain = asyncio.create_task(
-        Drainer(client, DrainOptions(grace_period=7, timeout=30)).drain("node-0")
+        run_drain(client, mode, "node-0", DrainOptions(grace_period=7, timeout=30))
     )
 
     async def terminating() -> bool:
@@ -493,7 +399,9 @@ async def test_grace_period_is_passed_to_evictions(realtime: Any) -> None:
         await drain
 
 
-async def test_stuck_pods_are_skipped_or_force_deleted_only_when_asked(realtime: Any) -> None:
+async def test_stuck_pods_are_skipped_or_force_deleted_only_when_asked(
+    realtime: Any, mode: str
+) -> None:
     _, client = realtime
     await client.create(DEPLOYMENTS, deployment("s", 1, node="node-0"), NS)
     await running(client, "s", 1)
@@ -504,17 +412,20 @@ async def test_stuck_pods_are_skipped_or_force_deleted_only_when_asked(realtime:
 
     # Without being asked, a stuck pod is waited for (and times out) ...
     with pytest.raises(DrainTimeout, match="to terminate: global timeout reached"):
-        await Drainer(client, DrainOptions(timeout=1)).drain("node-0")
+        await run_drain(client, mode, "node-0", DrainOptions(timeout=1))
     # ... --skip-wait-for-delete-timeout leaves it, as kubectl does ...
-    result = await Drainer(client, DrainOptions(timeout=10, skip_wait_for_delete_timeout=1)).drain(
-        "node-0"
+    result = await run_drain(
+        client, mode, "node-0", DrainOptions(timeout=10, skip_wait_for_delete_timeout=1)
     )
     assert result.skipped == [f"default/{pod['metadata']['name']}"]
     assert len(await pods_on(client, "node-0", "app=s")) == 1
     # ... and --force-delete-stuck deletes it with grace 0.
-    await Drainer(
-        client, DrainOptions(timeout=20, force_delete_stuck=True, stuck_slack_seconds=0.5)
-    ).drain("node-0")
+    await run_drain(
+        client,
+        mode,
+        "node-0",
+        DrainOptions(timeout=20, force_delete_stuck=True, stuck_slack_seconds=0.5),
+    )
     remaining = [
         p
         for p in await pods_on(client, "node-0", "app=s")
@@ -549,3 +460,36 @@ async def test_events_on_the_node_and_blocked_pods(cluster: Any) -> None:
         e["message"] == "waiting for PodDisruptionBudget default/e to allow a disruption"
         for e in blocked
     )
+
+
+async def test_step_over_shared_informers_lists_nothing_per_pass(cluster: Any) -> None:
+    """A reconciler's passes read the manager's informers: after they have synced, a pass
+    sends no list and opens no watch, only what it writes (and the node it cordons)."""
+    sim, client, monitor = cluster
+    from nodeops.drain.sources import SharedInformers
+    from nodeops.kube.informer import InformerFactory
+    from nodeops.kube.objects import now
+
+    await client.create(DEPLOYMENTS, deployment("p", 2, node="node-0"), NS)
+    await running(client, "p", 2)
+    await client.create(PDBS, pdb("p", "p", minAvailable=2), NS)
+    monitor.watch("p", min_available=2)
+    await settle_pdb(client, "p", 2)
+    factory = InformerFactory(client)
+    options = DrainOptions()
+    drainer = Drainer(client, options, sources=SharedInformers(factory, client))
+    factory.start()
+    try:
+        started = now()
+        first = await drainer.step("node-0", started)
+        assert not first.complete
+        sim.server.stats.reset()
+        for _ in range(3):
+            progress = await drainer.step("node-0", started)
+            assert not progress.complete
+    finally:
+        await factory.stop()
+    ours = sim.server.stats.snapshot()["by_agent"].get("nodeops") or {}
+    verbs = {pair.split("/", 1)[0] for pair in ours.get("by_verb_resource") or {}}
+    assert verbs <= {"get"}, ours["by_verb_resource"]
+    assert monitor.evictions["p"] == 0

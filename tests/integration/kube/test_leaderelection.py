@@ -351,7 +351,10 @@ async def test_work_that_returns_keeps_the_lease(
     async def short_work() -> None:
         done.set()
 
-    elector = LeaderElector(clients(), config(name, "alpha"), on_started_leading=short_work)
+    # A renew deadline that a loaded machine's scheduling cannot miss: the point is that the
+    # elector keeps renewing after the work returned, not how fast it renews.
+    cfg = config(name, "alpha", lease_duration=6.0, renew_deadline=4.0, retry_period=0.2)
+    elector = LeaderElector(clients(), cfg, on_started_leading=short_work)
     run = asyncio.create_task(elector.run())
     tasks.append(run)
     await asyncio.wait_for(done.wait(), timeout=5)
@@ -789,8 +792,10 @@ async def test_watch_still_never_deposes_a_live_leader(
 ) -> None:
     """Each renewal the watch delivers restarts the follower's wait instead of shortening it."""
     name = "watched-live"
-    leader_cfg = config(name, "alpha", 1.0, 0.7, 0.2)
-    follower_cfg = config(name, "beta", 1.0, 0.7, 0.2)
+    # Renewals every 0.2 s against a 3 s lease: a loaded machine delays a renewal, but not by
+    # the 2 s renew deadline, so the leader stays live and only the watch could depose it.
+    leader_cfg = config(name, "alpha", 3.0, 2.0, 0.2)
+    follower_cfg = config(name, "beta", 3.0, 2.0, 0.2)
     terms = Terms()
     leader, _, follower, _ = await start_leader_and_follower(
         clients, tasks, terms, leader_cfg, follower_cfg

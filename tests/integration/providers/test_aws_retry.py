@@ -6,6 +6,8 @@ wire.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from nodeops.providers.base import ProviderError
@@ -94,15 +96,21 @@ async def test_client_errors_are_not_retried(aws: Aws) -> None:
 
 async def test_the_overall_timeout_bounds_retries(aws: Aws) -> None:
     aws.proxy.fail("TerminateInstances", 1000)
-    slow = RetryPolicy(max_attempts=1000, base_delay=0.05, max_delay=0.05, timeout=0.5)
+    # The deadline, not the attempt limit, ends the retries: delays are jittered below 50 ms, so
+    # 1000 attempts would take far longer than the 1 s allowed.
+    slow = RetryPolicy(max_attempts=1000, base_delay=0.05, max_delay=0.05, timeout=1.0)
 
     async with aws.make_provider(retry=slow) as provider:
+        started = time.monotonic()
         with pytest.raises(ProviderError) as caught:
             await provider.terminate_instance("i-0123456789abcdef0")
+        elapsed = time.monotonic() - started
 
     assert caught.value.code == "Throttling"
     assert caught.value.retryable
-    assert 2 <= aws.proxy.requests["TerminateInstances"] < 100
+    assert 2 <= aws.proxy.requests["TerminateInstances"] < 1000
+    # Ended by the deadline: not before its last sleep would pass it, and not long after.
+    assert 0.9 <= elapsed < 6.0
 
 
 async def test_unreachable_endpoint_is_a_retryable_connection_error(aws: Aws) -> None:

@@ -9,9 +9,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import aiohttp
+import orjson
 import pytest
 
+from nodeops.sim.clock import Clock
 from nodeops.sim.server.app import SimServer
+from nodeops.sim.server.subresources import STORAGE_WRITE_SECONDS
+from tests.waiting import until
 
 from .conftest import Api, node, pod
 
@@ -547,6 +552,122 @@ async def test_eviction_outcomes(api: Api) -> None:
     assert status == 201  # pods that are not running skip the budget
 
 
+async def test_eviction_budget_event_is_seen_before_the_answer(api: Api, server: SimServer) -> None:
+    """kube-apiserver writes the budget's status (pod in `disruptedPods`, one disruption spent)
+    and its cacher sends that event while the eviction goes on to update and delete the pod, so a
+    watcher of the budget sees the change before the evicting client gets its 201, and before
+    the pod is marked for deletion."""
+    names = [f"o{i}" for i in range(4)]
+    for name in names:
+        await _running(api, name, {"app": "o"})
+    path = "/apis/policy/v1/namespaces/default/poddisruptionbudgets"
+    await api.post(
+        path, _pdb("o", {"maxUnavailable": 4, "selector": {"matchLabels": {"app": "o"}}})
+    )
+    status, _ = await api.patch(
+        f"{path}/o/status",
+        {"status": {"observedGeneration": 1, "disruptionsAllowed": 4, "currentHealthy": 4}},
+    )
+    assert status == 200
+    _, listed = await api.get(path)
+    seen: list[tuple[str, str]] = []
+    pod_seen: dict[str, int] = {}
+    budget_seen: dict[str, int] = {}
+
+    async def watch_budget() -> None:
+        params = {"watch": "true", "resourceVersion": listed["metadata"]["resourceVersion"]}
+        async with api.session.get(api.base + path, params=params, headers=api.headers) as resp:
+            async for line in resp.content:
+                event = orjson.loads(line)
+                for name in (event["object"].get("status") or {}).get("disruptedPods") or {}:
+                    if name not in budget_seen:
+                        budget_seen[name] = len(seen)
+                        seen.append(("budget", name))
+
+    async def watch_pods() -> None:
+        params = {"watch": "true", "resourceVersion": listed["metadata"]["resourceVersion"]}
+        async with api.session.get(
+            api.base + f"{NS}/pods", params=params, headers=api.headers
+        ) as resp:
+            async for line in resp.content:
+                obj = orjson.loads(line)["object"]
+                name = obj["metadata"]["name"]
+                if obj["metadata"].get("deletionTimestamp") and name not in pod_seen:
+                    pod_seen[name] = len(seen)
+                    seen.append(("terminating", name))
+
+    watchers = [asyncio.create_task(watch_budget()), asyncio.create_task(watch_pods())]
+    try:
+        store = server.store
+
+        async def both_open() -> bool:
+            keys = (("policy", "poddisruptionbudgets"), ("", "pods"))
+            return all(store.bucket(k).watchers for k in keys)
+
+        await until(both_open, what="both watches open")
+        for name in names:
+            evict = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name}}
+            status, _ = await api.post(f"{NS}/pods/{name}/eviction", evict)
+            assert status == 201
+            seen.append(("answer", name))
+    finally:
+        for task in watchers:
+            task.cancel()
+        await asyncio.gather(*watchers, return_exceptions=True)
+    for name in names:
+        answered = seen.index(("answer", name))
+        assert budget_seen[name] < answered, seen
+        assert budget_seen[name] < pod_seen.get(name, len(seen)), seen
+
+
+class _RecordingClock(Clock):
+    """Simulated time that runs fast and remembers what the server waited for."""
+
+    def __init__(self) -> None:
+        super().__init__(1000.0)
+        self.slept: list[float] = []
+
+    async def sleep(self, sim_seconds: float) -> None:
+        self.slept.append(sim_seconds)
+        await super().sleep(sim_seconds)
+
+
+async def test_concurrent_evictions_under_one_budget_conflict_and_retry() -> None:
+    """Evictions read the budget and write its status in separate steps, so those that race on
+    one budget conflict, and the losers read it again after kube's `EvictionsRetry` (500 ms plus
+    up to 10% jitter) instead of being judged atomically one after the other."""
+    clock = _RecordingClock()
+    srv = SimServer(clock=clock)
+    await srv.start()
+    try:
+        async with aiohttp.ClientSession() as session:
+            api = Api(session, srv.url, srv.admin_token)
+            names = [f"c{i}" for i in range(3)]
+            for name in names:
+                await _running(api, name, {"app": "c"})
+            path = "/apis/policy/v1/namespaces/default/poddisruptionbudgets"
+            spec = {"maxUnavailable": 2, "selector": {"matchLabels": {"app": "c"}}}
+            await api.post(path, _pdb("c", spec))
+            status = {"observedGeneration": 1, "disruptionsAllowed": 2, "currentHealthy": 3}
+            await api.patch(f"{path}/c/status", {"status": status})
+
+            async def evict(name: str) -> int:
+                body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name}}
+                code, _ = await api.post(f"{NS}/pods/{name}/eviction", body)
+                return code
+
+            codes = await asyncio.gather(*(evict(n) for n in names))
+            _, budget = await api.get(f"{path}/c")
+    finally:
+        await srv.stop()
+    assert sorted(codes) == [201, 201, 429]
+    assert budget["status"]["disruptionsAllowed"] == 0
+    assert len(budget["status"]["disruptedPods"]) == 2
+    # Besides the storage time of each pod write (1 ms), the losers' waits before reading again.
+    retries = [s for s in clock.slept if s != STORAGE_WRITE_SECONDS]
+    assert retries and all(0.5 <= s <= 0.55 for s in retries), clock.slept
+
+
 async def test_binding(api: Api) -> None:
     await api.post(f"{NS}/pods", pod("b"))
     binding = {
@@ -630,3 +751,26 @@ async def test_concurrent_writers_get_conflicts_not_lost_updates(api: Api) -> No
 
     results = await asyncio.gather(*(bump(i) for i in range(10)))
     assert sorted(results) == [200] + [409] * 9
+
+
+async def test_secret_string_data_is_merged_into_data(api: Api) -> None:
+    # kube-apiserver converts stringData into data on every write and never returns it.
+    body = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "creds"},
+        "data": {"a": "b2xk", "keep": "eA=="},
+        "stringData": {"a": "new", "b": "plain text"},
+    }
+    status, created = await api.post(f"{NS}/secrets", body)
+    assert status == 201, created
+    assert created["data"] == {"a": "bmV3", "keep": "eA==", "b": "cGxhaW4gdGV4dA=="}
+    assert "stringData" not in created and created["type"] == "Opaque"
+    status, patched = await api.patch(f"{NS}/secrets/creds", {"stringData": {"c": "3"}})
+    assert status == 200 and patched["data"]["c"] == "Mw==" and "stringData" not in patched
+    status, stored = await api.get(f"{NS}/secrets/creds")
+    assert set(stored["data"]) == {"a", "b", "c", "keep"} and "stringData" not in stored
+    status, refused = await api.post(
+        f"{NS}/secrets", {**body, "metadata": {"name": "bad"}, "stringData": {"a": 1}}
+    )
+    assert status == 400 and refused["reason"] == "BadRequest"

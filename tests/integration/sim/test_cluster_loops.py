@@ -23,6 +23,7 @@ from nodeops.sim.cluster.apiclient import (
     REPLICASETS,
     STATEFULSETS,
     ApiClient,
+    Conflict,
     NotFound,
     TooManyRequests,
 )
@@ -303,6 +304,72 @@ async def test_daemonset_runs_everywhere_including_cordoned_nodes(cluster: Clust
         return any(p["spec"].get("nodeName") == "node-3" and _ready(p) for p in pods)
 
     await until(on_new_node, what="daemon pod on the new node")
+
+
+async def test_a_drained_daemon_pod_comes_back_when_its_taint_is_lifted(cluster: Cluster) -> None:
+    """As a drain that stops DaemonSet pods leaves it: node-1 cordoned and tainted with a
+    NoSchedule taint the DaemonSet does not tolerate, its daemon pod deleted. No new pod is made
+    for it; uncordoned and untainted, it gets one again (the node watch requeues the DaemonSet)."""
+    ds = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "ingress", "namespace": NS},
+        "spec": {
+            "selector": {"matchLabels": {"app": "ingress"}},
+            "template": _template("ingress"),
+        },
+    }
+    await cluster.client.create(DAEMONSETS, ds, NS)
+
+    async def on_node_1() -> list[dict[str, Any]]:
+        return [
+            p for p in await cluster.pods("app=ingress") if p["spec"].get("nodeName") == "node-1"
+        ]
+
+    (old,) = await until(lambda: _all_ready(on_node_1()), what="a ready daemon pod on node-1")
+    await _drain_taint(cluster.client, "node-1", on=True)
+
+    async def misscheduled(count: int) -> bool:
+        st = (await cluster.client.get(DAEMONSETS, "ingress", NS)).get("status") or {}
+        return st.get("desiredNumberScheduled") == 2 and st.get("numberMisscheduled") == count
+
+    await until(lambda: misscheduled(1), what="node-1 no longer wanting a daemon pod")
+    await cluster.client.delete(PODS, old["metadata"]["name"], NS)
+
+    async def gone() -> bool:
+        return not await on_node_1() and await misscheduled(0)
+
+    # The status counts the pod gone only after a pass that saw it gone, and a pass creates
+    # what it creates before it writes the status: no pod was made for node-1.
+    await until(gone, what="the evicted pod gone")
+    assert not await on_node_1()
+    await _drain_taint(cluster.client, "node-1", on=False)
+    (new,) = await until(lambda: _all_ready(on_node_1()), what="a new daemon pod on node-1")
+    assert new["metadata"]["uid"] != old["metadata"]["uid"]
+
+
+async def _drain_taint(client: ApiClient, name: str, *, on: bool) -> None:
+    """Cordon and taint the node (or undo both), a guarded write redone on a conflict with the
+    node lifecycle controller's own taint."""
+    while True:
+        node = await client.get(NODES, name)
+        taints = [t for t in node["spec"].get("taints") or [] if t["key"] != "example.com/draining"]
+        if on:
+            taints.append({"key": "example.com/draining", "effect": "NoSchedule"})
+        body = {
+            "metadata": {"resourceVersion": node["metadata"]["resourceVersion"]},
+            "spec": {"unschedulable": on or None, "taints": taints or None},
+        }
+        try:
+            await client.patch(NODES, name, body)
+            return
+        except Conflict:
+            continue
+
+
+async def _all_ready(pods: Awaitable[list[dict[str, Any]]]) -> list[dict[str, Any]] | None:
+    found = await pods
+    return found if found and all(_ready(p) for p in found) else None
 
 
 async def test_pdb_status_tracks_ready_pods(cluster: Cluster) -> None:

@@ -433,3 +433,25 @@ def test_daemonset_rolling_update_respects_max_unavailable() -> None:
     assert status["numberUnavailable"] == 1
     assert status["numberMisscheduled"] == 0
     assert "updatedNumberScheduled" not in status
+
+
+def test_daemonset_replaces_a_stopped_pod_once_its_node_takes_daemon_pods_again() -> None:
+    """As kube-controller-manager: a pod evicted under a NoSchedule taint the DaemonSet does not
+    tolerate (a drain's) is not replaced until the taint is lifted; a pod still terminating
+    blocks its replacement, a finished one being deleted (held by a finalizer) does not
+    (`getNodesToDaemonPods(includeDeletedTerminal=false)`), nor does it count in the status."""
+    ds = {"metadata": {"generation": 1}, "spec": {"template": {"spec": {}}}}
+    drain_taint = [{"key": "example.com/draining", "effect": "NoSchedule"}]
+    assert plan_daemonset(ds, [node("a", taints=drain_taint)], [], "r1", T0_EPOCH).create == []
+    assert plan_daemonset(ds, [node("a", unschedulable=True)], [], "r1", T0_EPOCH).create == ["a"]
+
+    terminating = ds_pod("old", "a", deleting=True)
+    finished = ds_pod("old", "a", deleting=True, phase="Failed", ready=False)
+    assert plan_daemonset(ds, [node("a")], [terminating], "r1", T0_EPOCH).create == []
+    plan = plan_daemonset(ds, [node("a")], [finished], "r1", T0_EPOCH)
+    assert (plan.create, plan.delete) == (["a"], [])
+    status = daemonset_status(ds, [node("a")], [finished], "r1", T0_EPOCH)
+    assert (status["desiredNumberScheduled"], status["currentNumberScheduled"]) == (1, 0)
+    failed = ds_pod("failed", "a", phase="Failed", ready=False)
+    status = daemonset_status(ds, [node("a")], [failed], "r1", T0_EPOCH)
+    assert status["currentNumberScheduled"] == 1  # until the controller deletes it

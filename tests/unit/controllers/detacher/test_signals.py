@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from nodeops.controllers.detacher import signals
-from nodeops.controllers.detacher.ingress import ingress_view
+from nodeops.controllers.detacher.ingress import ingress_view, rollout_holds
 
 
 def node(
@@ -106,3 +106,25 @@ def test_ingress_view() -> None:
     assert not ingress_view([pod("contour", deleting=True, ns="other")], ingress).terminating
     assert not ingress_view([pod(None, deleting=True)], ingress).terminating
     assert not ingress_view([pod("contour", deleting=True)], set()).terminating
+
+
+def test_a_rollout_holds_the_node_until_a_new_pod_is_ready() -> None:
+    ingress = {("edge", "contour")}
+    terminating = ingress_view([pod("contour", deleting=True)], ingress)
+    gone = ingress_view([], ingress)
+    back = ingress_view([pod("contour")], ingress)
+    assert rollout_holds(terminating, rolling=False, stopping_daemonset_pods=False)
+    # Between the old pod's end and the new pod's readiness a node out for a rollout stays out.
+    assert rollout_holds(gone, rolling=True, stopping_daemonset_pods=False)
+    assert not rollout_holds(gone, rolling=False, stopping_daemonset_pods=False)
+    assert not rollout_holds(back, rolling=True, stopping_daemonset_pods=False)
+
+
+def test_the_detachers_own_stopping_of_daemonset_pods_is_no_rollout() -> None:
+    """Its DaemonSet taint keeps the ingress pod away until the node is attached again, so
+    waiting for a ready one would keep an uncordoned node out for good."""
+    ingress = {("edge", "contour")}
+    terminating = ingress_view([pod("contour", deleting=True)], ingress)
+    gone = ingress_view([], ingress)
+    assert not rollout_holds(terminating, rolling=False, stopping_daemonset_pods=True)
+    assert not rollout_holds(gone, rolling=True, stopping_daemonset_pods=True)

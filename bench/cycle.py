@@ -1,0 +1,301 @@
+"""A 200-node roll on the simulator: how close to the ideal time, at what cost, moving each pod once.
+
+    python -m bench.cycle --json [--nodes 200] [--concurrency 20] [--time-scale 20]
+
+The cluster is the demo's (four cloud node groups, about two pods per node in two Deployments
+with disruption budgets (25% unavailable) that let a batch's pods move together, a DaemonSet), with simulated boot
+(60 s), drain (pods' 10 s termination grace) and shutdown (20 s) times. The simulator runs in
+this process at `--time-scale` (5 by default: at 200 nodes a faster clock outruns the
+simulator's own loops on a small machine, and its lag would be counted against the operator). The manager runs as `nodeops run --controllers
+cycling` in a process of its own, so its CPU time is its own. The same roll runs twice in one
+run, in fresh clusters built from the same seed: with the taint that keeps evicted pods off
+nodes still to be replaced (the default), and with it off.
+
+Figures (from the first roll unless said):
+
+- `duration_ratio`: simulated duration / the ideal bound ceil(N/c) x (boot + drain + shutdown),
+  target <= 1.10;
+- `api_requests_per_node`: Kubernetes API requests the manager made per node cycled (cloud
+  calls are reported apart);
+- `cpu_seconds_per_node`: the manager process's CPU seconds (user + system, start-up and cache
+  sync included) per node cycled;
+- `pod_moves_per_pod`: evictions / pods, from the simulator's record, target <= 1.05, and the
+  same for the roll without the taint.
+
+Each run also reports where the time went: the request's seconds per phase, and the median
+simulated seconds the simulated cloud took from launching a replacement to its Node
+(`observed_boot_seconds`, 60 s when the simulator keeps up) and a node took from the start of
+its drain to the end of its CycleNodeStatus (`observed_drain_seconds`). On a loaded machine the
+simulator falls behind its clock and both grow; the operator's own share is what is left.
+
+Every run is also checked: Successful, no budget violated, no capacity lost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import platform
+import resource
+import signal
+import socket
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from nodeops import __version__
+from nodeops.controllers.cycling.pods import movable
+from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS
+from nodeops.demo.scenario import demo_scenario, group_names
+from nodeops.demo.world import OPERATOR_NAMESPACE, World, WorldOptions, api_requests
+from nodeops.kube.client import Client
+from nodeops.kube.resources import PODS
+
+BOOT_SECONDS = 60.0
+GRACE_SECONDS = 10
+TARGET_DURATION_RATIO = 1.10
+TARGET_POD_MOVES = 1.05
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+async def roll(
+    nodes: int, concurrency: int, groups: int, time_scale: float, taint: str, seed: int
+) -> dict[str, Any]:
+    scenario = demo_scenario(
+        nodes,
+        groups=groups,
+        boot_seconds=BOOT_SECONDS,
+        grace_seconds=GRACE_SECONDS,
+        pods_per_node=2.0,
+        web_budget="25%",
+        stateful=False,
+        seed=seed,
+    )
+    world = World(
+        WorldOptions(scenario=scenario, time_scale=time_scale, seed=seed, controllers=False)
+    )
+    await world.start(wait_ready=600)
+    watcher = Client(
+        world.sim.server.url,
+        token=world.sim.server.admin_token,
+        qps=0,
+        user_agent="cycle-bench/1",
+    )
+    shutdown = world.sim.cloud.settings.shutdown_seconds
+    try:
+        pods, _ = await watcher.list(PODS)
+        pods_at_start = sum(1 for p in pods if movable(p))
+        names = group_names(groups)
+        world.sim.server.stats.reset()
+        with tempfile.TemporaryDirectory() as tmp:
+            cpu_before = _children_cpu()
+            port = _free_port()
+            command = world.manager_command(Path(tmp))
+            command[command.index("--health-addr") + 1] = f"127.0.0.1:{port}"
+            proc = await asyncio.create_subprocess_exec(
+                *command,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL,
+                env=dict(os.environ, PYTHONUNBUFFERED="1"),
+            )
+            # The roll is timed from a manager that is up (caches synced), not from its start.
+            await _until_ready(port)
+            start = world.sim.clock.now()
+            wall = time.monotonic()
+            await watcher.create(
+                CYCLENODEREQUESTS,
+                {
+                    "apiVersion": "nodeops.dev/v1alpha1",
+                    "kind": "CycleNodeRequest",
+                    "metadata": {"name": "bench"},
+                    "spec": {
+                        "nodeGroupName": names[0],
+                        "nodeGroupsList": names[1:],
+                        "selector": {"matchLabels": {"role": "worker"}},
+                        "cycleSettings": {
+                            "method": "Drain",
+                            "concurrency": concurrency,
+                            "pendingNodeTaint": taint,
+                        },
+                    },
+                },
+                OPERATOR_NAMESPACE,
+            )
+            status: dict[str, Any] = {}
+            phases: dict[str, float] = {}
+            seen = world.sim.clock.now()
+            while True:
+                obj = await watcher.get(CYCLENODEREQUESTS, "bench", OPERATOR_NAMESPACE)
+                status = obj.get("status") or {}
+                now = world.sim.clock.now()
+                phase = str(status.get("phase") or "Pending")
+                phases[phase] = phases.get(phase, 0.0) + (now - seen).total_seconds()
+                seen = now
+                if phase in ("Successful", "Failed"):
+                    break
+                await asyncio.sleep(0.5)
+            simulated = (world.sim.clock.now() - start).total_seconds()
+            wall_seconds = time.monotonic() - wall
+            stats = world.sim.server.stats.snapshot()
+            proc.send_signal(signal.SIGTERM)
+            await proc.wait()
+            cpu = _children_cpu() - cpu_before
+        cycled = int((status.get("progress") or {}).get("cycled") or 0)
+        lost = sum(g.desired for g in world.sim.cloud.state.groups.values()) - sum(
+            1
+            for i in world.sim.cloud.state.instances.values()
+            if i.group is not None and i.lifecycle == "InService"
+        )
+        ideal = math.ceil(nodes / concurrency) * (BOOT_SECONDS + GRACE_SECONDS + shutdown)
+        moves = world.record.evictions / pods_at_start if pods_at_start else 0.0
+        boots, drains = await _observed(world, watcher)
+        return {
+            "phase": status.get("phase"),
+            "nodes_cycled": cycled,
+            "nodes_lost": lost,
+            "pdb_violations": len(world.record.violations),
+            "pods": pods_at_start,
+            "evictions": world.record.evictions,
+            "pod_moves_per_pod": round(moves, 4),
+            "simulated_seconds": round(simulated, 1),
+            "ideal_seconds": ideal,
+            "duration_ratio": round(simulated / ideal, 3),
+            "wall_seconds": round(wall_seconds, 1),
+            "api_requests": api_requests(stats),
+            "api_requests_per_node": round(api_requests(stats) / max(1, cycled), 2),
+            "manager_cpu_seconds": round(cpu, 2),
+            "cpu_seconds_per_node": round(cpu / max(1, cycled), 4),
+            "min_ready_replicas_ratio": round(world.record.min_ready_ratio, 4),
+            "seconds_by_phase": {k: round(v, 1) for k, v in sorted(phases.items())},
+            "observed_boot_seconds": boots,
+            "observed_drain_seconds": drains,
+        }
+    finally:
+        await watcher.close()
+        await world.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def _until_ready(port: int, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"GET /readyz HTTP/1.0\r\nHost: x\r\n\r\n")
+            await writer.drain()
+            line = await reader.readline()
+            writer.close()
+            if b" 200 " in line:
+                return
+        except OSError:
+            pass
+        await asyncio.sleep(0.1)
+    raise TimeoutError("the manager did not become ready")
+
+
+async def _observed(world: World, client: Client) -> tuple[float, float]:
+    """Median simulated seconds from a replacement's launch to its Node, and from a node's
+    drain start to its CycleNodeStatus ending: what the simulated cloud and workloads took,
+    against which the operator's overhead shows."""
+    from statistics import median
+
+    from nodeops.controllers.cycling.resources import CYCLENODESTATUSES
+    from nodeops.kube import objects as o
+    from nodeops.kube.resources import NODES
+
+    nodes, _ = await client.list(NODES)
+    created = {o.name(n): o.parse_time(o.meta(n).get("creationTimestamp")) for n in nodes}
+    origin = world.sim.clock.origin.timestamp()
+    boots = []
+    for instance in world.sim.cloud.state.instances.values():
+        when = created.get(instance.node_name)
+        if when is not None and instance.launched_at > origin + 1:
+            boots.append(when.timestamp() - instance.launched_at)
+    children, _ = await client.list(CYCLENODESTATUSES, OPERATOR_NAMESPACE)
+    drains = []
+    for child in children:
+        status = child.get("status") or {}
+        start = o.parse_time(status.get("drainStartedTimestamp"))
+        end = o.parse_time(status.get("phaseTimestamp"))
+        if start is not None and end is not None:
+            drains.append((end - start).total_seconds())
+    return (
+        round(median(boots), 1) if boots else 0.0,
+        round(median(drains), 1) if drains else 0.0,
+    )
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    with_taint = await roll(
+        args.nodes, args.concurrency, args.groups, args.time_scale, "PreferNoSchedule", args.seed
+    )
+    without = await roll(
+        args.nodes, args.concurrency, args.groups, args.time_scale, "Off", args.seed
+    )
+    ok = all(
+        r["phase"] == "Successful" and r["nodes_lost"] == 0 and r["pdb_violations"] == 0
+        for r in (with_taint, without)
+    )
+    return {
+        "benchmark": "cycle",
+        "version": __version__,
+        "python": platform.python_version(),
+        "nodes": args.nodes,
+        "concurrency": args.concurrency,
+        "time_scale": args.time_scale,
+        "boot_seconds": BOOT_SECONDS,
+        "drain_seconds": GRACE_SECONDS,
+        "duration_ratio": with_taint["duration_ratio"],
+        "api_requests_per_node": with_taint["api_requests_per_node"],
+        "cpu_seconds_per_node": with_taint["cpu_seconds_per_node"],
+        "pod_moves_per_pod": with_taint["pod_moves_per_pod"],
+        "pod_moves_per_pod_without_taint": without["pod_moves_per_pod"],
+        "targets": {
+            "duration_ratio": TARGET_DURATION_RATIO,
+            "pod_moves_per_pod": TARGET_POD_MOVES,
+            "duration_met": with_taint["duration_ratio"] <= TARGET_DURATION_RATIO,
+            "pod_moves_met": with_taint["pod_moves_per_pod"] <= TARGET_POD_MOVES,
+        },
+        "all_runs_correct": ok,
+        "runs": {"taint": with_taint, "no_taint": without},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.cycle", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--nodes", type=int, default=200)
+    parser.add_argument("--concurrency", type=int, default=20)
+    parser.add_argument("--groups", type=int, default=4)
+    parser.add_argument("--time-scale", type=float, default=5.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    args = parser.parse_args(argv)
+    from nodeops.kube.logging import configure
+
+    configure("warning", "console")
+    result = asyncio.run(main_async(args))
+    if args.json:
+        print(json.dumps(result, sort_keys=True))
+    else:
+        print(json.dumps(result, indent=2, sort_keys=True))
+    return 0 if result["all_runs_correct"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""What cycling needs to know about pods: which ones move when a node is drained, and which ones
+the Wait method waits for."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from nodeops.api.duration import parse_duration
+from nodeops.controllers.cycling.keys import DO_NOT_DISRUPT
+from nodeops.kube import objects as o
+
+__all__ = ["Protected", "movable", "protected_pods"]
+
+Obj = Mapping[str, Any]
+
+
+def _terminal(pod: Obj) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def _daemon(pod: Obj) -> bool:
+    owner = o.controller_ref(pod)
+    return owner is not None and owner.get("kind") == "DaemonSet"
+
+
+def _mirror(pod: Obj) -> bool:
+    return "kubernetes.io/config.mirror" in o.annotations_of(pod)
+
+
+def movable(pod: Obj) -> bool:
+    """A pod a drain moves to another node: not a DaemonSet or static pod, not finished, not
+    already on its way out."""
+    return not (_terminal(pod) or _daemon(pod) or _mirror(pod) or o.deletion_timestamp(pod))
+
+
+@dataclass(frozen=True)
+class Protected:
+    """A pod the Wait method waits for, and until when (None: until it finishes)."""
+
+    pod: str
+    until: datetime | None
+
+
+def _start(pod: Obj) -> datetime | None:
+    status = pod.get("status") or {}
+    return o.parse_time(status.get("startTime")) or o.parse_time(
+        o.meta(pod).get("creationTimestamp")
+    )
+
+
+def _protection(pod: Obj, now: datetime) -> tuple[bool, datetime | None]:
+    """Whether an annotation protects the pod now, and until when.
+
+    `true` protects until the pod finishes. Karpenter's `karpenter.sh/do-not-disrupt` may
+    instead hold a duration: the pod is protected for that long after it started.
+    """
+    annotations = o.annotations_of(pod)
+    until: datetime | None = None
+    protected = False
+    for key in DO_NOT_DISRUPT:
+        value = annotations.get(key)
+        if value is None:
+            continue
+        if value == "true":
+            return True, None
+        try:
+            seconds = parse_duration(value)
+        except ValueError:
+            continue  # "false" or garbage: not protected by this key
+        started = _start(pod)
+        if started is None:
+            return True, None
+        end = started + timedelta(seconds=seconds)
+        if end > now:
+            protected = True
+            until = end if until is None else max(until, end)
+    return protected, until
+
+
+def protected_pods(
+    pods: Iterable[Obj],
+    *,
+    now: datetime,
+    ignore_namespaces: Sequence[str] = (),
+    ignore_labels: Mapping[str, Sequence[str]] | None = None,
+) -> list[Protected]:
+    """The running pods the Wait method still waits for, minus the ignored ones."""
+    out: list[Protected] = []
+    ignored_ns = set(ignore_namespaces)
+    for pod in pods:
+        if (pod.get("status") or {}).get("phase") != "Running":
+            continue
+        if o.namespace(pod) in ignored_ns:
+            continue
+        labels = o.labels(pod)
+        if ignore_labels and any(labels.get(k) in vals for k, vals in ignore_labels.items()):
+            continue
+        protected, until = _protection(pod, now)
+        if protected:
+            out.append(Protected(o.ref(pod), until))
+    return out

@@ -1,0 +1,136 @@
+"""Live progress of a roll: a bar per node group, the phase, pods moved and requests failed.
+
+Drawn with rich on a terminal; elsewhere (a pipe, CI) one line per change of phase or progress,
+so a log of the run reads like the run.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.text import Text
+
+__all__ = ["RollState", "RollView", "roll_state"]
+
+
+@dataclass
+class RollState:
+    """What the view shows, computed from a request, its children and the record."""
+
+    phase: str = "Pending"
+    groups: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Node group -> (nodes replaced, nodes selected)."""
+    in_progress: int = 0
+    pods_moved: int = 0
+    requests_sent: int = 0
+    requests_failed: int = 0
+    message: str = ""
+    simulated_seconds: float = 0.0
+
+    def line(self) -> str:
+        groups = " ".join(f"{g} {d}/{t}" for g, (d, t) in self.groups.items())
+        return (
+            f"[{self.simulated_seconds:7.0f}s] {self.phase:<18} {groups}  in progress "
+            f"{self.in_progress}  pods moved {self.pods_moved}  requests failed "
+            f"{self.requests_failed}/{self.requests_sent}"
+        )
+
+
+def roll_state(
+    request: Mapping[str, Any] | None,
+    children: Sequence[Mapping[str, Any]],
+    *,
+    pods_moved: int,
+    requests_sent: int,
+    requests_failed: int,
+    simulated_seconds: float,
+) -> RollState:
+    status = (request or {}).get("status") or {}
+    done = {
+        (c.get("spec") or {}).get("nodeName")
+        for c in children
+        if (c.get("status") or {}).get("phase") == "Successful"
+    }
+    groups: dict[str, tuple[int, int]] = {}
+    for entry in status.get("nodesToTerminate") or ():
+        group = str(entry.get("nodeGroupName"))
+        d, t = groups.get(group, (0, 0))
+        groups[group] = (d + (entry.get("name") in done), t + 1)
+    blocked = next(
+        (
+            c.get("message", "")
+            for c in status.get("conditions") or ()
+            if c.get("type") == "Blocked" and c.get("status") == "True"
+        ),
+        "",
+    )
+    return RollState(
+        phase=status.get("phase") or "Pending",
+        groups=dict(sorted(groups.items())),
+        in_progress=int((status.get("progress") or {}).get("inProgress") or 0),
+        pods_moved=pods_moved,
+        requests_sent=requests_sent,
+        requests_failed=requests_failed,
+        message=status.get("message") or blocked,
+        simulated_seconds=simulated_seconds,
+    )
+
+
+class RollView:
+    """Shows states as they come; `close()` leaves the last one on screen."""
+
+    def __init__(self, stream: TextIO | None = None, *, live: bool | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.console = Console(file=self.stream)
+        self.live = self.console.is_terminal if live is None else live
+        self._last_line = ""
+        self._progress = Progress(
+            TextColumn("{task.description:<12}"),
+            BarColumn(bar_width=40),
+            MofNCompleteColumn(),
+            console=self.console,
+        )
+        self._tasks: dict[str, Any] = {}
+        self._status = Text()
+        self._live: Live | None = None
+        if self.live:
+            self._live = Live(
+                Group(self._progress, self._status),
+                console=self.console,
+                refresh_per_second=8,
+                transient=False,
+            )
+            self._live.start()
+
+    def show(self, state: RollState) -> None:
+        if self._live is None:
+            line = state.line()
+            key = repr((state.phase, state.groups, state.in_progress, state.pods_moved))
+            if key != self._last_line:
+                self._last_line = key
+                print(line, file=self.stream, flush=True)
+            return
+        for group, (done, total) in state.groups.items():
+            task = self._tasks.get(group)
+            if task is None:
+                task = self._tasks[group] = self._progress.add_task(group, total=total)
+            self._progress.update(task, completed=done, total=total)
+        text = (
+            f"phase {state.phase}   in progress {state.in_progress}   pods moved "
+            f"{state.pods_moved}   requests failed {state.requests_failed} of "
+            f"{state.requests_sent}   simulated {state.simulated_seconds:.0f}s"
+        )
+        if state.message:
+            text += f"\n{state.message[:200]}"
+        self._status.plain = text
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None

@@ -1,0 +1,270 @@
+"""A simulated cluster with the cycling controllers running against it, in one process.
+
+The manager talks to the simulated API server over loopback HTTP and to the simulated cloud
+through the `sim` provider, exactly as it would to a real cluster and cloud; only its clock is
+the simulator's, so timeouts mean the same in both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import yaml
+
+from nodeops.api import all_crds
+from nodeops.controllers.cycling.cloud import Providers
+from nodeops.controllers.cycling.notify import Notifier
+from nodeops.controllers.cycling.observer import Observer, install_observer
+from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS
+from nodeops.controllers.cycling.settings import CyclingSettings, ObserverSettings
+from nodeops.controllers.cycling.timebase import TimeBase
+from nodeops.controllers.cycling.wiring import CyclingControllers, install
+from nodeops.kube import Manager, errors
+from nodeops.kube.client import Client
+from nodeops.kube.resources import CRDS, NAMESPACES, PODS
+from nodeops.providers.base import Provider
+from nodeops.providers.sim import SimConfig, SimProvider
+from nodeops.sim.cloud.traffic import Flow, FlowSpec
+from nodeops.sim.record import ClusterRecord
+from nodeops.sim.scenario import Scenario
+from nodeops.sim.serve import SimCluster, SimOptions
+
+__all__ = ["OPERATOR_NAMESPACE", "World", "WorldOptions", "api_requests"]
+
+OPERATOR_NAMESPACE = "nodeops-system"
+
+
+@dataclass
+class WorldOptions:
+    scenario: Scenario
+    time_scale: float = 30.0
+    faults: str | None = None
+    seed: int = 0
+    settings: dict[str, Any] = field(default_factory=dict)
+    """Overrides of the cycling settings (durations in simulated seconds)."""
+    traffic: Mapping[str, str] = field(default_factory=dict)
+    """Load balancer -> Service `namespace/name` to send requests through."""
+    controllers: bool = True
+    """Start the manager; False for a world another process operates (the crash tests)."""
+    observer: dict[str, Any] | None = None
+    """Also run the observer, with these settings (durations in simulated seconds)."""
+    notifier: Callable[[Client], Notifier] | None = None
+    """Builds the request notifier from the manager's client."""
+
+
+def api_requests(snapshot: Mapping[str, Any], agent: str = "nodeops") -> int:
+    """Kubernetes API requests made by `agent` (cloud calls are counted apart)."""
+    pairs = ((snapshot.get("by_agent") or {}).get(agent) or {}).get("by_verb_resource") or {}
+    return sum(
+        int(v.get("requests") or 0)
+        for k, v in pairs.items()
+        if not k.split("/", 1)[-1].startswith("cloud/")
+    )
+
+
+class World:
+    def __init__(self, options: WorldOptions) -> None:
+        self.options = options
+        self.sim = SimCluster(
+            SimOptions(
+                scenario=options.scenario,
+                time_scale=options.time_scale,
+                faults=None,
+                seed=options.seed,
+            )
+        )
+        self.record = ClusterRecord(self.sim.server, self.sim.clock)
+        self.flows: list[Flow] = []
+        self.client: Client | None = None
+        self.manager: Manager | None = None
+        self.controllers: CyclingControllers | None = None
+        self.providers: Providers | None = None
+        self.observer: Observer | None = None
+        self.notifier: Notifier | None = None
+        self._task: asyncio.Task[int] | None = None
+
+    @property
+    def time(self) -> TimeBase:
+        return TimeBase(now=self.sim.clock.now, scale=self.sim.clock.time_scale)
+
+    def provider(self, name: str | None = None) -> Provider:
+        if name not in (None, "sim"):
+            raise ValueError(f"unknown provider {name!r}; the simulated cluster has only 'sim'")
+        provider = SimProvider(
+            SimConfig(url=self.sim.server.url, token=self.sim.server.admin_token)
+        )
+        return cast(Provider, provider)
+
+    def settings(self) -> CyclingSettings:
+        """Settings for a cluster this fast: checks and polls every few simulated seconds."""
+        base: dict[str, Any] = {
+            "check_interval": 5.0,
+            "cloud_poll_interval": 5.0,
+            "cloud_max_backoff": 60.0,
+            "request_workers": 4,
+            "node_workers": 32,
+        }
+        base.update(self.options.settings)
+        return CyclingSettings(**base)
+
+    async def start(self, *, wait_ready: float = 120.0) -> None:
+        await self.sim.start()
+        self.client = Client(
+            self.sim.server.url, token=self.sim.server.admin_token, qps=0, timeout=30
+        )
+        for crd in all_crds():
+            with contextlib.suppress(errors.AlreadyExists, errors.Conflict):
+                await self.client.create(CRDS, crd)
+        with contextlib.suppress(errors.AlreadyExists, errors.Conflict):
+            await self.client.create(
+                NAMESPACES,
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OPERATOR_NAMESPACE}},
+            )
+        await self.wait_workloads(wait_ready)
+        # Faults start once the scene is set: they are for the operator, not for the setup.
+        if self.options.faults:
+            self.sim.server.faults.update(self.options.faults, seed=self.options.seed)
+        self.sim.server.stats.reset()
+        self.record.start()
+        # Clients behind the load balancers: the simulated cloud's traffic, whose records say
+        # which requests failed and why.
+        for lb, service in self.options.traffic.items():
+            namespace, _, name = service.rpartition("/")
+            self.flows.append(
+                self.sim.cloud.traffic.start_flow(
+                    FlowSpec(
+                        load_balancer=lb, namespace=namespace or "default", service=name, rate=100.0
+                    )
+                )
+            )
+        if self.options.controllers:
+            self.start_manager()
+
+    def start_manager(self) -> None:
+        assert self.client is not None
+        self.manager = Manager(self.client, metrics_addr="0", health_addr="0")
+        self.providers = Providers(self.provider, "sim")
+        notifier = self.options.notifier(self.client) if self.options.notifier else None
+        self.notifier = notifier
+        self.controllers = install(
+            self.manager,
+            namespace=OPERATOR_NAMESPACE,
+            providers=self.providers,
+            settings=self.settings(),
+            time=self.time,
+            notifier=notifier,
+        )
+        if self.options.observer is not None:
+            self.observer = install_observer(
+                self.manager,
+                namespace=OPERATOR_NAMESPACE,
+                providers=self.providers,
+                settings=ObserverSettings(**self.options.observer),
+                time=self.time,
+            )
+        self._task = asyncio.create_task(self.manager.run(), name="demo-manager")
+
+    def manager_command(self, directory: Path, **settings: Any) -> list[str]:
+        """`nodeops run` with the cycling controllers against this world, for running the
+        manager in a process of its own (crash tests, CPU measurements). `settings` are
+        cycling settings, as `--cycling-<name>` flags."""
+        config = self.sim.server.write_kubeconfig(directory / "kubeconfig")
+        providers = directory / "providers.yaml"
+        providers.write_text(
+            yaml.safe_dump(
+                {
+                    "providers": {
+                        "sim": {"url": self.sim.server.url, "token": self.sim.server.admin_token}
+                    }
+                }
+            ),
+            encoding="utf-8",
+        )
+        flags = {
+            "time_scale": self.sim.clock.time_scale,
+            "time_origin": self.sim.clock.origin.isoformat(),
+            "check_interval": 5,
+            "cloud_poll_interval": 5,
+            **settings,
+        }
+        args = [
+            sys.executable, "-m", "nodeops.cli", "run",
+            "--kubeconfig", str(config),
+            "--namespace", OPERATOR_NAMESPACE,
+            "--controllers", "cycling",
+            "--provider", "sim",
+            "--provider-config", str(providers),
+            "--metrics-addr", "0",
+            "--health-addr", "0",
+            "--log-level", "warning",
+        ]  # fmt: skip
+        for name, value in flags.items():
+            args += [f"--cycling-{name.replace('_', '-')}", str(value)]
+        return args
+
+    async def wait_workloads(self, timeout: float) -> None:
+        """Until every pod the scenario's workloads want is Running and Ready."""
+        assert self.client is not None
+        scenario = self.options.scenario
+        nodes = sum(g.size for g in scenario.node_groups) + len(scenario.nodes)
+        want = sum(
+            (w.replica_count if w.kind != "DaemonSet" else nodes) for w in scenario.workloads
+        )
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        ready = 0
+        while loop.time() < deadline:
+            pods, _ = await self.client.list(PODS)
+            ready = sum(1 for p in pods if _pod_ready(p))
+            if ready >= want:
+                return
+            await asyncio.sleep(0.1)
+        raise TimeoutError(f"workloads not ready after {timeout:g}s ({ready} of {want} pods)")
+
+    async def create_request(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        assert self.client is not None
+        return await self.client.create(CYCLENODEREQUESTS, dict(body), OPERATOR_NAMESPACE)
+
+    async def request(self, name: str) -> dict[str, Any] | None:
+        assert self.client is not None
+        return await self.client.get_or_none(CYCLENODEREQUESTS, name, OPERATOR_NAMESPACE)
+
+    @property
+    def requests_sent(self) -> int:
+        return sum(f.sent for f in self.flows)
+
+    @property
+    def requests_failed(self) -> int:
+        return sum(f.failed for f in self.flows)
+
+    async def stop(self) -> None:
+        await self.record.stop()
+        if self.manager is not None:
+            self.manager.stop()
+        if self._task is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(self._task, 30)
+        if self.providers is not None:
+            await self.providers.close()
+        if self.controllers is not None:
+            await self.controllers.checks.close()
+        if self.notifier is not None:
+            await self.notifier.close()
+        if self.client is not None:
+            await self.client.close()
+        await self.sim.stop()
+
+
+def _pod_ready(pod: Mapping[str, Any]) -> bool:
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    for cond in (pod.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == "Ready":
+            return bool(cond.get("status") == "True")
+    return False

@@ -1,0 +1,170 @@
+"""Disruption controls beyond Cyclops: budgets and their windows across requests, the drain
+deadline, the taint that makes each pod move once, and the capacity check before a batch."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from nodeops.controllers.cycling.keys import CYCLE_TAINT
+from nodeops.controllers.cycling.resources import NODEGROUPS
+from nodeops.kube.resources import PODS
+from tests.waiting import until
+
+from .harness import (
+    assert_clean,
+    blocking_budget,
+    children,
+    nodes,
+    request,
+    scenario,
+    wait_phase,
+    world,
+)
+
+GROUP = ["workers-a"]
+
+
+def nodegroup(name: str, budgets: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": "nodeops.dev/v1alpha1",
+        "kind": "NodeGroup",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeGroupName": "workers-a",
+            "nodeSelector": {"matchLabels": {"role": "worker"}},
+            "cycleSettings": {"method": "Drain", "concurrency": 3},
+            "budgets": budgets,
+        },
+    }
+
+
+async def test_a_nodegroup_budget_bounds_every_request() -> None:
+    async with world(scenario(4)) as w:
+        assert w.client is not None
+        await w.client.create(NODEGROUPS, nodegroup("workers", [{"nodes": 1}]))
+        await w.create_request(request("wide", GROUP, cycleSettings={"concurrency": 4}))
+        peak = 0
+        while True:
+            obj = await w.request("wide")
+            status = (obj or {}).get("status") or {}
+            peak = max(peak, int((status.get("progress") or {}).get("inProgress") or 0))
+            if status.get("phase") in ("Successful", "Failed"):
+                break
+            await asyncio.sleep(0.02)
+        assert status["phase"] == "Successful"
+        assert peak == 1
+        assert status["progress"]["cycled"] == 4
+
+
+async def test_a_budget_window_stops_replacements_until_it_closes() -> None:
+    async with world(scenario(2)) as w:
+        assert w.client is not None
+        # A window that is always open and allows nothing (say, business hours every hour).
+        await w.client.create(
+            NODEGROUPS,
+            nodegroup("frozen", [{"nodes": 0, "schedule": "* * * * *", "duration": "1h"}]),
+        )
+        await w.create_request(request("patient", GROUP, budgets=[{"nodes": "50%"}]))
+
+        async def blocked() -> Any:
+            obj = await w.request("patient")
+            for cond in (obj or {}).get("status", {}).get("conditions") or ():
+                if cond["type"] == "Blocked" and cond["reason"] == "BudgetExhausted":
+                    return cond
+            return None
+
+        cond = await until(blocked, timeout=60, what="the budget to block")
+        assert "NodeGroup frozen budgets[0] allows 0 nodes" in cond["message"]
+        assert (await w.request("patient") or {})["status"]["phase"] == "Initialised"
+        assert await children(w, "patient") == []
+        await w.client.delete(NODEGROUPS, "frozen")
+        done = await wait_phase(w, "patient", "Successful")
+        assert done["status"]["progress"]["cycled"] == 2
+
+
+@pytest.mark.parametrize("action", ["Force", "Fail"])
+async def test_the_drain_deadline(action: str) -> None:
+    async with world(scenario(2, workloads=blocking_budget)) as w:
+        await w.create_request(
+            request(
+                "deadline",
+                GROUP,
+                cycleSettings={
+                    "concurrency": 1,
+                    "drainDeadline": "30s",
+                    "onDrainDeadline": action,
+                },
+            )
+        )
+        if action == "Force":
+            done = await wait_phase(w, "deadline", "Successful", timeout=120)
+            assert done["status"]["progress"]["cycled"] == 2
+            assert all(c["status"].get("forced") for c in await children(w, "deadline"))
+            # Forcing is what it says: the blocking budget was not respected.
+            assert any(v.budget == "shop/api" for v in w.record.violations)
+        else:
+            failed = await wait_phase(w, "deadline", "Failed", timeout=120)
+            assert "not drained within its drain deadline 30s" in failed["status"]["message"]
+            assert w.record.violations == []
+            assert_clean(await nodes(w))
+
+
+async def test_each_pod_moves_once() -> None:
+    async with world(scenario(6, groups=1)) as w:
+        assert w.client is not None
+        pods, _ = await w.client.list(PODS, "shop")
+        await w.create_request(request("once", GROUP, cycleSettings={"concurrency": 2}))
+        tainted: set[str] = set()
+
+        async def taints_seen() -> bool:
+            for node in await nodes(w):
+                if any(t["key"] == CYCLE_TAINT for t in node["spec"].get("taints") or ()):
+                    tainted.add(node["metadata"]["name"])
+            return len(tainted) >= 4
+
+        await until(taints_seen, timeout=60, what="the nodes still to be replaced tainted")
+        done = await wait_phase(w, "once", "Successful", timeout=180)
+        moves = w.record.evictions / len(pods)
+        assert moves <= 1.05, (w.record.evictions, len(pods))
+        assert done["status"]["podMovesPerPod"] <= 1.05
+        assert w.record.violations == []
+        assert_clean(await nodes(w))
+
+
+async def test_a_batch_waits_until_its_pods_fit() -> None:
+    async with world(scenario(1)) as w:
+        assert w.client is not None
+        (old,) = [n["metadata"]["name"] for n in await nodes(w)]
+        # A pod only the old node can run: draining it would strand the pod Pending.
+        await w.client.create(
+            PODS,
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "pinned", "namespace": "shop"},
+                "spec": {
+                    "nodeName": old,
+                    "nodeSelector": {"kubernetes.io/hostname": old},
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [{"name": "c", "image": "busybox"}],
+                },
+            },
+            "shop",
+        )
+        await w.create_request(request("fits", GROUP))
+
+        async def waiting_for_capacity() -> Any:
+            obj = await w.request("fits")
+            for cond in (obj or {}).get("status", {}).get("conditions") or ():
+                if cond["type"] == "Blocked" and cond["reason"] == "InsufficientCapacity":
+                    return cond
+            return None
+
+        cond = await until(waiting_for_capacity, timeout=60, what="the capacity check to wait")
+        assert "shop/pinned" in cond["message"]
+        assert await children(w, "fits") == []
+        await w.client.delete(PODS, "pinned", "shop", grace_period=0)
+        await wait_phase(w, "fits", "Successful")

@@ -1,0 +1,249 @@
+"""Every phase and transition of a CycleNodeRequest against the simulated cluster: the paths
+that fail and heal, the spec fields that select nodes, Wait vs Drain, and what a request leaves
+behind."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from nodeops.controllers.cycling.keys import (
+    ANNOTATION_MANAGED,
+    NODE_FINALIZER,
+    NODE_GROUP_ANNOTATION,
+    SCALE_DOWN_DISABLED,
+)
+from nodeops.kube import errors
+from nodeops.kube.resources import EVENTS, NODES, PODS
+from nodeops.sim.cloud.model import DETACHED, IN_SERVICE
+from tests.waiting import until
+
+from .harness import (
+    NS,
+    assert_clean,
+    blocking_budget,
+    children,
+    instance_states,
+    nodes,
+    request,
+    scenario,
+    wait_phase,
+    world,
+)
+
+GROUP = ["workers-a"]
+
+
+async def test_invalid_specs_fail_naming_the_field() -> None:
+    async with world(scenario(2)) as w:
+        await w.create_request(request("missing-group", ["workers-a", "nope"]))
+        failed = await wait_phase(w, "missing-group", "Failed")
+        assert failed["status"]["message"] == (
+            "spec.nodeGroupsList[0]: node group 'nope' not found in provider sim"
+        )
+        await w.create_request(request("bad-provider", GROUP, provider="gcp"))
+        failed = await wait_phase(w, "bad-provider", "Failed")
+        assert failed["status"]["message"].startswith("spec.provider:")
+        ready = {c["type"]: c for c in failed["status"]["conditions"]}["Ready"]
+        assert ready["status"] == "False"
+        # Nothing was touched.
+        assert_clean(await nodes(w))
+        assert all(g == "workers-a" for g, _ in (await instance_states(w)).values())
+
+
+async def test_named_nodes_with_and_without_skipping_missing_ones() -> None:
+    async with world(scenario(3)) as w:
+        names = sorted(n["metadata"]["name"] for n in await nodes(w))
+        await w.create_request(request("strict", GROUP, nodeNames=[names[0], "no-such-node"]))
+        failed = await wait_phase(w, "strict", "Failed")
+        assert (
+            "spec.nodeNames[1]: node 'no-such-node' is not among the selected nodes"
+            in (failed["status"]["message"])
+        )
+        assert failed["status"].get("nodesToTerminate") is None
+        await w.create_request(
+            request(
+                "lenient",
+                GROUP,
+                nodeNames=[names[0], "no-such-node"],
+                validationOptions={"skipMissingNamedNodes": True},
+            )
+        )
+        done = await wait_phase(w, "lenient", "Successful")
+        assert [n["name"] for n in done["status"]["nodesToTerminate"]] == [names[0]]
+        after = {n["metadata"]["name"] for n in await nodes(w)}
+        assert names[0] not in after and set(names[1:]) <= after
+        assert w.client is not None
+        events, _ = await w.client.list(EVENTS, NS)
+        assert any(e.get("reason") == "SkipMissingNamedNode" for e in events)
+        assert_clean(await nodes(w))
+
+
+async def test_wait_method_waits_for_do_not_disrupt_pods() -> None:
+    async with world(scenario(1)) as w:
+        assert w.client is not None
+        (old,) = [n["metadata"]["name"] for n in await nodes(w)]
+        # A pod that must finish on its own, and one protected for a while after it started.
+        for name, value in (("batch-job", "true"), ("warm-cache", "2m")):
+            await w.client.create(
+                PODS,
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {
+                        "name": name,
+                        "namespace": "shop",
+                        "annotations": {"karpenter.sh/do-not-disrupt": value}
+                        if value != "true"
+                        else {"cyclops.atlassian.com/do-not-disrupt": "true"},
+                    },
+                    "spec": {
+                        "nodeName": old,
+                        "terminationGracePeriodSeconds": 1,
+                        "containers": [{"name": "c", "image": "busybox"}],
+                    },
+                },
+                "shop",
+            )
+        await w.create_request(request("wait", GROUP, cycleSettings={"method": "Wait"}))
+
+        async def waiting() -> Any:
+            found = await children(w, "wait")
+            status = found[0].get("status", {}) if found else {}
+            return status.get("phase") == "WaitingPods" and status.get("message") and found[0]
+
+        child = await until(waiting, timeout=60, what="the node waiting for its pods")
+        assert "shop/batch-job" in child["status"]["message"]
+        await asyncio.sleep(1)
+        assert (await children(w, "wait"))[0]["status"]["phase"] == "WaitingPods"
+        # The job finishes; the warm-cache pod's two minutes run out by themselves.
+        await w.client.delete(PODS, "batch-job", "shop", grace_period=0)
+        await wait_phase(w, "wait", "Successful")
+        assert old not in {n["metadata"]["name"] for n in await nodes(w)}
+
+
+async def test_a_failed_node_heals_the_rest_and_fails_the_request() -> None:
+    async with world(scenario(3, workloads=blocking_budget)) as w:
+        await w.create_request(
+            request(
+                "blocked",
+                GROUP,
+                cycleSettings={"concurrency": 1, "cyclingTimeout": "90s"},
+            )
+        )
+        failed = await wait_phase(w, "blocked", "Failed", timeout=180)
+        status = failed["status"]
+        assert "not replaced within its cycling timeout" in status["message"]
+        phases = [c["status"]["phase"] for c in await children(w, "blocked")]
+        assert phases == ["Failed"]
+        # The node that failed is back in its group and schedulable; nothing is detached.
+        states = await instance_states(w)
+        assert all(state in (IN_SERVICE,) or group is None for group, state in states.values())
+        assert not [i for i, (g, s) in states.items() if s == DETACHED]
+        assert_clean(await nodes(w))
+        assert w.record.violations == []
+
+
+async def test_scale_up_limit_heals_the_detached_batch() -> None:
+    slow = scenario(2)
+    async with world(slow, settings={"scale_up_limit": 60.0}) as w:
+        # Replacements never boot.
+        w.sim.cloud.state.groups["workers-a"].spec = w.sim.cloud.state.groups[
+            "workers-a"
+        ].spec.model_copy(update={"boot_seconds": 1e6})
+        await w.create_request(request("slow", GROUP, cycleSettings={"concurrency": 1}))
+        failed = await wait_phase(w, "slow", "Failed", timeout=120)
+        assert "scale-up did not finish within 60s" in failed["status"]["message"]
+        states = await instance_states(w)
+        assert not [i for i, (_, s) in states.items() if s == DETACHED]
+        assert_clean(await nodes(w))
+
+
+async def test_pending_repairs_a_detached_instance_and_removes_an_orphaned_node() -> None:
+    async with world(scenario(3)) as w:
+        assert w.client is not None
+        state = w.sim.cloud.state
+        members = [state.instances[i] for i in state.groups["workers-a"].members]
+        detached, orphan = members[0], members[1]
+        # A detached instance a crashed cycle left behind, marked as cycling marks it.
+        state.detach("workers-a", [detached.id], decrement=True)
+        # A node whose instance is gone, held by our finalizer.
+        for instance in (detached, orphan):
+            await w.client.patch(
+                NODES,
+                instance.node_name,
+                {
+                    "metadata": {
+                        "finalizers": [NODE_FINALIZER],
+                        "annotations": {NODE_GROUP_ANNOTATION: "workers-a"},
+                    }
+                },
+            )
+        state.terminate(orphan.id)
+        state.groups["workers-a"].desired -= 0
+        await w.create_request(request("repair", GROUP, cycleSettings={"concurrency": 3}))
+        done = await wait_phase(w, "repair", "Successful", timeout=180)
+        assert done["status"]["progress"]["failed"] == 0
+        assert w.client is not None
+        try:
+            await w.client.get(NODES, orphan.node_name)
+            raise AssertionError("the orphaned node is still there")
+        except errors.NotFound:
+            pass
+        assert_clean(await nodes(w))
+        assert not [i for i, (_, s) in (await instance_states(w)).items() if s == DETACHED]
+
+
+async def test_scale_down_disabled_annotation_only_during_the_roll() -> None:
+    async with world(scenario(2)) as w:
+        await w.create_request(request("annotated", GROUP, cycleSettings={"concurrency": 1}))
+        seen: set[str] = set()
+
+        async def annotated() -> bool:
+            for node in await nodes(w):
+                annotations = node["metadata"].get("annotations") or {}
+                if annotations.get(ANNOTATION_MANAGED) == "annotated":
+                    assert annotations[SCALE_DOWN_DISABLED] == "true"
+                    seen.add(node["metadata"]["name"])
+            return bool(seen)
+
+        await until(annotated, timeout=60, what="a new node with the annotation")
+        done = await wait_phase(w, "annotated", "Successful")
+        for node in await nodes(w):
+            annotations = node["metadata"].get("annotations") or {}
+            assert SCALE_DOWN_DISABLED not in annotations
+            assert ANNOTATION_MANAGED not in annotations
+        assert not done["status"].get("annotatedNodes")
+
+
+async def test_deleting_a_request_mid_roll_puts_its_nodes_back() -> None:
+    async with world(scenario(3, workloads=blocking_budget)) as w:
+        assert w.client is not None
+        await w.create_request(request("doomed", GROUP, cycleSettings={"concurrency": 1}))
+
+        async def draining() -> bool:
+            found = await children(w, "doomed")
+            return bool(found) and found[0].get("status", {}).get("phase") == "DrainingPods"
+
+        await until(draining, timeout=60, what="a node draining")
+        from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS
+
+        await w.client.delete(CYCLENODEREQUESTS, "doomed", NS)
+
+        async def gone() -> bool:
+            return await w.request("doomed") is None
+
+        await until(gone, timeout=60, what="the request to go")
+        assert_clean(await nodes(w))
+        assert not [i for i, (_, s) in (await instance_states(w)).items() if s == DETACHED]
+
+
+async def test_a_request_waits_for_another_cycling_the_same_nodes() -> None:
+    async with world(scenario(2)) as w:
+        await w.create_request(request("first", GROUP, cycleSettings={"concurrency": 1}))
+        await w.create_request(request("second", GROUP, cycleSettings={"concurrency": 1}))
+        first = await wait_phase(w, "first", "Successful")
+        second = await wait_phase(w, "second", "Successful")
+        # The second selected the replacements the first left, not the same old nodes.
+        old = {n["name"] for n in first["status"]["nodesToTerminate"]}
+        assert not old & {n["name"] for n in second["status"]["nodesToTerminate"]}
