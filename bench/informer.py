@@ -14,13 +14,19 @@ Per repeat, over nodes and then pods:
   the initial events; nothing is decoded.
 - `paged_list_read`, a floor: the paginated list (500 per page) read as bytes; only each page's
   head is decoded, for its continue token.
-- `list_decode`: the paginated list, every page decoded and dropped (the earlier baseline).
-- `informer`: `InformerFactory` informers for nodes and pods (default transform, pods indexed by
-  node) from start until synced, with the CPU seconds the process spent and the resident memory
-  the cache holds, per object.
+- `watch_list_decode`: the same watch-list with every event decoded into a dict (orjson, the
+  collector paused per group of events, as the informer does) and dropped: the least CPU any
+  informer that hands dicts to handlers spends, and so the floor for it in pure Python.
+- `informer_watch_list`: `InformerFactory` informers for nodes and pods (default transform, pods
+  indexed by node) from start until synced, syncing by watch-list (the default), with the CPU
+  seconds the process spent and the resident memory the cache holds, per object. If the server
+  refuses watch-list the informer falls back to paged lists, and `watch_list_refused` says so.
+- `informer_paged`: the same informers made to sync by paginated lists (`watch_list=False`).
+- `list_decode` (only with `--list-decode`): the paginated list, every page decoded whole and
+  dropped, an older baseline.
 
-Figures are medians over the repeats. Targets (informer against the streaming floor): sync <=
-1.3x; and, as before, the cache's resident memory <= 1.5x the JSON it holds.
+Figures are medians over the repeats. Targets (the watch-list informer against the streaming
+floor): sync <= 1.3x; and the cache's resident memory <= 1.5x the JSON it holds.
 """
 
 from __future__ import annotations
@@ -39,7 +45,14 @@ from typing import Any
 
 from bench.simproc import ClusterShape, ServerProcess
 
-KINDS = ("watch_list_read", "paged_list_read", "list_decode", "informer")
+KINDS = (
+    "watch_list_read",
+    "paged_list_read",
+    "watch_list_decode",
+    "informer_watch_list",
+    "informer_paged",
+)
+INFORMERS = {"informer_watch_list": True, "informer_paged": False}
 END_MARKER = b"k8s.io/initial-events-end"
 ADDED = b'{"type":"ADDED"'
 TARGET_SYNC_RATIO = 1.3
@@ -116,6 +129,49 @@ async def _watch_list_read(target: Target) -> dict[str, Any]:
         await client.close()
 
 
+async def _watch_list_decode(target: Target) -> dict[str, Any]:
+    """The watch-list again, every event decoded (collector paused per group) and dropped."""
+
+    from nodeops.common.gcpause import paused_gc
+
+    client = await _client(target)
+    try:
+        started = time.perf_counter()
+        cpu = time.process_time()
+        objects = 0
+        for res in _resources():
+            stream = client.watch_lines(res, timeout_seconds=3600, send_initial_events=True)
+            try:
+                async for batch in stream:
+                    with paused_gc:
+                        added, done = _decode_all(batch)
+                    objects += added
+                    if done:
+                        break
+            finally:
+                await stream.aclose()
+        return {
+            "seconds": time.perf_counter() - started,
+            "cpu_seconds": time.process_time() - cpu,
+            "objects": objects,
+        }
+    finally:
+        await client.close()
+
+
+def _decode_all(batch: list[Any]) -> tuple[int, bool]:
+    """Decode a group of event lines; how many were objects, and whether the state ended."""
+    import orjson
+
+    added = 0
+    for line in batch:
+        event = orjson.loads(line)
+        if event["type"] == "BOOKMARK":
+            return added, True
+        added += 1
+    return added, False
+
+
 async def _paged(target: Target, decode: bool) -> dict[str, Any]:
     """The paginated list; each page decoded whole, or only its head for the continue token."""
     import orjson
@@ -154,7 +210,7 @@ async def _paged(target: Target, decode: bool) -> dict[str, Any]:
         await client.close()
 
 
-async def _informer(target: Target) -> dict[str, Any]:
+async def _informer(target: Target, watch_list: bool) -> dict[str, Any]:
     from nodeops.kube.informer import InformerFactory, index_pods_by_node
 
     nodes_res, pods_res = _resources()
@@ -162,7 +218,7 @@ async def _informer(target: Target) -> dict[str, Any]:
     rss_before = _rss()
     client = await _client(target)
     try:
-        factory = InformerFactory(client)
+        factory = InformerFactory(client, watch_list=watch_list)
         nodes = factory.informer(nodes_res)
         pods = factory.informer(pods_res, indexers={"node": index_pods_by_node})
         started = time.perf_counter()
@@ -176,7 +232,7 @@ async def _informer(target: Target) -> dict[str, Any]:
         rss_after = _rss()
         objects = len(nodes) + len(pods)
         cache_rss = rss_after - rss_before
-        return {
+        result: dict[str, Any] = {
             "seconds": seconds,
             "cpu_seconds": cpu_seconds,
             "objects": objects,
@@ -185,6 +241,9 @@ async def _informer(target: Target) -> dict[str, Any]:
             "rss_per_object_bytes": round(cache_rss / max(1, objects)),
             "cpu_us_per_object": round(cpu_seconds * 1e6 / max(1, objects), 1),
         }
+        if watch_list:
+            result["watch_list_refused"] = int(bool(client.watch_list_refused))
+        return result
     finally:
         await client.close()
 
@@ -197,10 +256,12 @@ def _child(kind: str, target: Target, conn: Any) -> None:
         result = asyncio.run(_watch_list_read(target))
     elif kind == "paged_list_read":
         result = asyncio.run(_paged(target, decode=False))
+    elif kind == "watch_list_decode":
+        result = asyncio.run(_watch_list_decode(target))
     elif kind == "list_decode":
         result = asyncio.run(_paged(target, decode=True))
     else:
-        result = asyncio.run(_informer(target))
+        result = asyncio.run(_informer(target, INFORMERS[kind]))
     conn.send(result)
 
 
@@ -225,10 +286,10 @@ def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def measure(target: Target, repeats: int) -> dict[str, Any]:
-    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in KINDS}
+def measure(target: Target, repeats: int, kinds: tuple[str, ...] = KINDS) -> dict[str, Any]:
+    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
     for i in range(repeats):
-        for kind in KINDS:
+        for kind in kinds:
             runs[kind].append(_in_process(kind, target))
             print(
                 f"repeat {i + 1}/{repeats} {kind}: {runs[kind][-1]['seconds']:.2f}s",
@@ -244,42 +305,68 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=5000, help="simulated cluster only")
     parser.add_argument("--pods", type=int, default=150_000, help="simulated cluster only")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--list-decode", action="store_true", help="also decode the paged list whole (slow)"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON (the only output form)")
     args = parser.parse_args(argv)
+    kinds = (*KINDS, "list_decode") if args.list_decode else KINDS
+    load_before = os.getloadavg()
     cluster: dict[str, Any]
     if args.kubeconfig:
         target: Target = {"kubeconfig": args.kubeconfig, "context": args.context}
-        figures = measure(target, args.repeats)
-        cluster = {"kubeconfig": True, "objects": figures["informer"]["objects"]}
+        figures = measure(target, args.repeats, kinds)
+        cluster = {"kubeconfig": True, "objects": figures["informer_watch_list"]["objects"]}
     else:
         shape = ClusterShape(nodes=args.nodes, pods=args.pods)
         with ServerProcess(shape) as info:
-            figures = measure({"url": info["url"]}, args.repeats)
+            load_before = os.getloadavg()
+            figures = measure({"url": info["url"]}, args.repeats, kinds)
         cluster = {
             "simulated": True,
             "nodes": args.nodes,
             "pods": args.pods,
             "json_bytes": info["json_bytes"],
         }
-    informer = figures["informer"]
-    sync_ratio = informer["seconds"] / figures["watch_list_read"]["seconds"]
-    rss_ratio = informer["cache_rss_bytes"] / max(1, informer["cached_json_bytes"])
+    streaming, paged = figures["informer_watch_list"], figures["informer_paged"]
+    sync_ratio = streaming["seconds"] / figures["watch_list_read"]["seconds"]
+    rss_ratio = streaming["cache_rss_bytes"] / max(1, streaming["cached_json_bytes"])
+    ratios = {
+        "informer_watch_list_to_watch_list_read": round(sync_ratio, 3),
+        "informer_watch_list_cpu_to_watch_list_read_cpu": round(
+            streaming["cpu_seconds"] / figures["watch_list_read"]["cpu_seconds"], 3
+        ),
+        # How far the decoding alone is from the streaming floor, and the informer from it.
+        "watch_list_decode_to_watch_list_read": round(
+            figures["watch_list_decode"]["seconds"] / figures["watch_list_read"]["seconds"], 3
+        ),
+        "informer_watch_list_to_watch_list_decode": round(
+            streaming["seconds"] / figures["watch_list_decode"]["seconds"], 3
+        ),
+        "informer_paged_to_paged_list_read": round(
+            paged["seconds"] / figures["paged_list_read"]["seconds"], 3
+        ),
+        "informer_paged_to_informer_watch_list": round(paged["seconds"] / streaming["seconds"], 3),
+        "cache_rss_to_json": round(rss_ratio, 3),
+    }
+    if "list_decode" in figures:
+        ratios["informer_watch_list_to_list_decode"] = round(
+            streaming["seconds"] / figures["list_decode"]["seconds"], 3
+        )
     out = {
         "benchmark": "informer",
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            # The 1/5/15-minute load averages when measuring began and ended: a shared machine
+            # slows every figure, wall-clock time more than CPU time.
+            "load_average_before": [round(x, 2) for x in load_before],
+            "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        },
         "cluster": cluster,
         "repeats": args.repeats,
         **figures,
-        "ratios": {
-            "informer_to_watch_list_read": round(sync_ratio, 3),
-            "informer_to_paged_list_read": round(
-                informer["seconds"] / figures["paged_list_read"]["seconds"], 3
-            ),
-            "informer_to_list_decode": round(
-                informer["seconds"] / figures["list_decode"]["seconds"], 3
-            ),
-            "cache_rss_to_json": round(rss_ratio, 3),
-        },
+        "ratios": ratios,
         "targets": {
             "sync_to_watch_list_read_max": TARGET_SYNC_RATIO,
             "sync_met": sync_ratio <= TARGET_SYNC_RATIO,

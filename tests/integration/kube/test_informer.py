@@ -62,10 +62,13 @@ async def _converged(client: Client, inf: Informer, res: Any, timeout: float = 2
         await asyncio.sleep(0.05)
 
 
-async def test_sync_indexes_and_handlers(client: Client, sim: SimServer) -> None:
+@pytest.mark.parametrize("watch_list", [True, False], ids=["watch-list", "paged"])
+async def test_sync_indexes_and_handlers(client: Client, sim: SimServer, watch_list: bool) -> None:
     for i in range(30):
         await client.create(PODS, _pod(f"p{i}", f"n{i % 3}"), "default")
-    inf = Informer(client, PODS, indexers={"node": index_pods_by_node}, page_size=7)
+    inf = Informer(
+        client, PODS, indexers={"node": index_pods_by_node}, page_size=7, watch_list=watch_list
+    )
     adds: list[str] = []
     updates: list[tuple[str, str]] = []
     deletes: list[str] = []
@@ -95,18 +98,19 @@ async def test_sync_indexes_and_handlers(client: Client, sim: SimServer) -> None
 
 
 @pytest.mark.parametrize(
-    "faults",
+    ("faults", "watch_list"),
     [
-        "watch-cut=events:3@configmaps",
-        "watch-cut=seconds:0.3@configmaps",
-        "watch-expire=1@configmaps; watch-cut=events:5@configmaps",
-        "error=500:0.05@*/configmaps; error=429:0.02@*/configmaps:retry-after=1",
+        ("watch-cut=events:3@configmaps", True),
+        ("watch-cut=seconds:0.3@configmaps", True),
+        ("watch-expire=1@configmaps; watch-cut=events:5@configmaps", True),
+        ("watch-expire=1@configmaps; watch-cut=events:5@configmaps", False),
+        ("error=500:0.05@*/configmaps; error=429:0.02@*/configmaps:retry-after=1", True),
     ],
 )
 async def test_cache_equals_server_under_faults(
-    client: Client, sim: SimServer, faults: str
+    client: Client, sim: SimServer, faults: str, watch_list: bool
 ) -> None:
-    inf = Informer(client, CONFIGMAPS, page_size=10)
+    inf = Informer(client, CONFIGMAPS, page_size=10, watch_list=watch_list)
     inf.backoff.initial = 0.01
     inf.backoff.maximum = 0.1
     inf.start()
@@ -140,7 +144,7 @@ async def test_reads_before_sync_raise_instead_of_answering_empty(
     client: Client, sim: SimServer
 ) -> None:
     await client.create(CONFIGMAPS, {"metadata": {"name": "exists"}}, "default")
-    sim.faults.update("error=500@list/configmaps")  # the first list keeps failing
+    sim.faults.update("error=500@list,watch/configmaps")  # the first sync keeps failing
     inf = Informer(client, CONFIGMAPS)
     inf.backoff.initial = 0.01
     inf.start()
@@ -188,10 +192,13 @@ def _tag(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-async def test_factory_transform_and_metadata_only(client: Client, sim: SimServer) -> None:
+@pytest.mark.parametrize("watch_list", [True, False], ids=["watch-list", "paged"])
+async def test_factory_transform_and_metadata_only(
+    client: Client, sim: SimServer, watch_list: bool
+) -> None:
     for i in range(3):
         await client.create(PODS, _pod(f"p{i}", f"n{i}", {"app": "a"}), "default")
-    factory = InformerFactory(client)
+    factory = InformerFactory(client, watch_list=watch_list)
     full = factory.informer(PODS)
     slim = factory.informer(
         PODS, metadata_only=("spec.nodeName",), indexers={"node": index_pods_by_node}
@@ -217,3 +224,21 @@ async def test_factory_transform_and_metadata_only(client: Client, sim: SimServe
         assert set(late.get("p0", "default") or {}) == {"apiVersion", "kind", "metadata"}
     finally:
         await factory.stop()
+
+
+@pytest.mark.parametrize("watch_list", [True, False], ids=["watch-list", "paged"])
+async def test_without_a_transform_objects_are_kept_whole(
+    client: Client, sim: SimServer, watch_list: bool
+) -> None:
+    for i in range(3):
+        await client.create(PODS, _pod(f"p{i}", "n1"), "default")
+    inf = Informer(client, PODS, transform=None, watch_list=watch_list)
+    inf.start()
+    try:
+        await asyncio.wait_for(inf.wait_synced(), 10)
+        await client.create(PODS, _pod("late", "n1"), "default")
+        await _converged(client, inf, PODS)
+        for name in ("p1", "late"):
+            assert inf.get(name, "default") == await client.get(PODS, name, "default")
+    finally:
+        await inf.stop()

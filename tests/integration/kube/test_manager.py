@@ -142,7 +142,7 @@ async def _active(controller: str) -> bool:
 async def test_no_reconcile_before_every_source_synced(client: Client, sim: SimServer) -> None:
     await _create(client, "cm")
     await _create(client, "cm", SECRETS)
-    sim.faults.update("error=500@list/secrets")  # the second source cannot list for now
+    sim.faults.update("error=500@list,watch/secrets")  # the second source cannot sync for now
     manager = Manager(client, metrics_addr="0", health_addr="0")
     configmaps = manager.informers.informer(CONFIGMAPS)
     secrets = manager.informers.informer(SECRETS)

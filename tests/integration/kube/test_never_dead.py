@@ -81,8 +81,25 @@ async def _cached(inf: Informer, name: str) -> bool:
 # ---------------------------------------------------------------------- malformed streams
 
 
+_WATCH_LIST_REFUSED = {
+    "kind": "Status",
+    "apiVersion": "v1",
+    "metadata": {},
+    "status": "Failure",
+    "message": 'ListOptions.meta.k8s.io "" is invalid: sendInitialEvents: Forbidden: '
+    "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
+    "reason": "Invalid",
+    "details": {"kind": "ListOptions", "group": "meta.k8s.io"},
+    "code": 422,
+}
+
+
 class FakeApi:
-    """Serves configmaps: lists from `items`, watches from the scripted `watches` (one each)."""
+    """Serves configmaps: lists from `items`, watches from the scripted `watches` (one each).
+
+    Like a kube-apiserver without the WatchList feature it refuses a watch-list, so informers
+    list and then watch.
+    """
 
     def __init__(self) -> None:
         self.items: list[dict[str, Any]] = [_cm("a", 1)]
@@ -100,6 +117,9 @@ class FakeApi:
             assert request.transport is not None
             request.transport.close()
             return resp
+        if request.query.get("sendInitialEvents"):
+            # A server without WatchList refuses the request, as kube-apiserver does.
+            return web.json_response(_WATCH_LIST_REFUSED, status=422)
         if request.query.get("watch") != "true":
             self.lists += 1
             body = {

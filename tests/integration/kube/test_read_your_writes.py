@@ -15,6 +15,9 @@ from nodeops.kube.client import Client
 from nodeops.kube.manager import Manager
 from nodeops.kube.resources import CONFIGMAPS
 from nodeops.sim.server.app import SimServer
+from tests.waiting import until
+
+from .support import sample
 
 NS = "default"
 
@@ -74,12 +77,16 @@ async def test_writes_are_visible_in_the_cache_when_they_return(
 async def test_a_cache_that_does_not_catch_up_fails_the_write_loudly(
     client: Client, sim: SimServer
 ) -> None:
-    sim.faults.update("watch-delay=30s@configmaps")  # events arrive long after the test
     mgr = Manager(client, metrics_addr="0", health_addr="0", read_your_writes_timeout=0.5)
     cms = mgr.informers.informer(CONFIGMAPS)
+    cms.watch_timeout = (1, 1)  # the server ends each watch after a second
     mgr.informers.start()
     try:
         assert await mgr.informers.wait_synced(10)
+        # From the next watch on, events arrive long after the test.
+        restarts = _watch_restarts()
+        sim.faults.update("watch-delay=30s@configmaps")
+        await until(lambda: _restarted_since(restarts), what="a new watch")
         with pytest.raises(errors.CacheLagging, match="configmaps 'late'"):
             await client.create(CONFIGMAPS, {"metadata": {"name": "late"}}, NS)
         # The write itself happened; only the cache is behind, as a write by anyone else is.
@@ -89,3 +96,11 @@ async def test_a_cache_that_does_not_catch_up_fails_the_write_loudly(
         assert cms.get("theirs", NS) is None  # nobody waited for that one
     finally:
         await mgr.informers.stop()
+
+
+def _watch_restarts() -> float:
+    return sample("nodeops_informer_watch_restarts_total", resource="configmaps", reason="timeout")
+
+
+async def _restarted_since(count: float) -> bool:
+    return _watch_restarts() > count
