@@ -106,7 +106,8 @@ async def test_the_overall_timeout_bounds_retries(aws: Aws) -> None:
             await provider.terminate_instance("i-0123456789abcdef0")
         elapsed = time.monotonic() - started
 
-    assert caught.value.code == "Throttling"
+    # The last try either was throttled or ran out of the time left (a slow machine).
+    assert caught.value.code in {"Throttling", "Timeout"}
     assert caught.value.retryable
     assert 2 <= aws.proxy.requests["TerminateInstances"] < 1000
     # Ended by the deadline: not before its last sleep would pass it, and not long after.
