@@ -347,6 +347,26 @@ def test_every_controller_family_has_a_panel(scrape: str) -> None:
     assert not unwatched, unwatched
 
 
+def test_the_operations_page_lists_every_family(scrape: str) -> None:
+    """Every family a running manager exports with the controllers is in docs/operations.md's
+    tables, under the name Prometheus stores (counters with `_total`)."""
+    page = (DOCS / "operations.md").read_text()
+    missing = []
+    for family in text_string_to_metric_families(scrape):
+        if not family.name.startswith("nodeops_") or family.name.endswith("_created"):
+            continue
+        name = family.name + ("_total" if family.type == "counter" else "")
+        if f"`{name}" not in page:
+            missing.append(name)
+    assert not missing, missing
+
+
+def test_the_install_page_names_every_component() -> None:
+    install = (DOCS / "install.md").read_text()
+    for component in sorted(p.name for p in (MANIFESTS / "components").iterdir() if p.is_dir()):
+        assert f"`components/{component}`" in install, component
+
+
 def test_no_label_of_ours_is_renamed_by_the_scrape(exported: dict[str, set[str]]) -> None:
     clashes = {
         (re.sub(r"_(total|created|bucket|sum|count)$", "", name), label)
