@@ -284,3 +284,30 @@ def test_the_provider_configuration_is_valid(overlay: Path) -> None:
     assert settings.provider is not None and list(config["providers"]) == [settings.provider]
     # Validated by the provider's own settings model, as `nodeops run` does at startup.
     create_provider(settings.provider, config["providers"][settings.provider])
+
+
+def test_aws_credentials_come_from_irsa() -> None:
+    objects = render(MANIFESTS / "overlays" / "aws")
+    account = find(objects, "ServiceAccount", "nodeops")
+    assert account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"].startswith(
+        "arn:aws:iam::"
+    )
+    assert not [o for o in objects if o["kind"] == "Secret"]  # no key stored anywhere
+
+
+def test_openstack_credentials_come_from_the_mounted_cloud_config_secret() -> None:
+    objects = render(MANIFESTS / "overlays" / "openstack")
+    settings = parse_run(manager_container(objects)["args"])
+    (config_map,) = [o for o in objects if o["kind"] == "ConfigMap"]
+    (text,) = config_map["data"].values()
+    conf = Path(yaml.safe_load(text)["providers"]["openstack"]["cloudprovider_conf"])
+    assert settings.provider == "openstack"
+    (mount,) = [
+        m for m in manager_container(objects)["volumeMounts"] if m["mountPath"] == str(conf.parent)
+    ]
+    assert mount["readOnly"] is True
+    pod = find(objects, "Deployment", "nodeops")["spec"]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    assert volume["secret"]["secretName"] == "nodeops-cloud-config"
+    assert volume["secret"]["defaultMode"] & 0o007 == 0  # not readable by others
+    assert not [o for o in objects if o["kind"] == "Secret"]  # created by the user, not shipped
