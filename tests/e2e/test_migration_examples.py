@@ -1,4 +1,5 @@
-"""The walk-throughs of the migration guides, step by step as the pages show them: a simulated
+"""The walk-throughs of the migration guides, step by step as the pages show them (and the
+conversion of Cyclops manifests with the command its page gives): a simulated
 cluster served by `nodeops sim serve`, the example files of examples/ applied with kubectl, the
 nodeops commands run as processes, and what the pages say comes out checked against the cluster
 and the simulated cloud. Ports are free ones instead of the pages' fixed ones (a shared machine)."""
@@ -311,8 +312,41 @@ def test_kubernikus_walk_through(tmp_path: Path) -> None:
 
 
 def test_the_migration_pages_link_what_exists() -> None:
-    """Every example file a migration page links to is in the repository."""
+    """Every example a migration page links to is in the repository."""
     for page in sorted(DOCS.glob("migrating-from-*.md")):
         text = page.read_text()
         for target in set(re.findall(r"\]\((\.\./examples/[^)#]+)\)", text)):
-            assert (page.parent / target).resolve().is_file(), f"{page.name}: {target}"
+            assert (page.parent / target).resolve().exists(), f"{page.name}: {target}"
+
+
+# --------------------------------------------------------------------------------- Cyclops
+
+CYCLOPS_PAGE = "migrating-from-cyclops.md"
+
+
+def test_cyclops_manifests_convert_with_the_documented_command(tmp_path: Path) -> None:
+    """The page's `sed` turns Cyclops's manifests (quoted apiVersion or not) into ones the API
+    server accepts, with nothing else changed."""
+    page = (DOCS / CYCLOPS_PAGE).read_text()
+    (command,) = [line.strip() for line in page.splitlines() if line.strip().startswith("sed -i ")]
+    workdir = tmp_path / "manifests"
+    workdir.mkdir()
+    originals = sorted((EXAMPLES / "cyclops").glob("*.yaml"))
+    for path in originals:
+        shutil.copy(path, workdir / path.name)
+    run("bash", "-c", f"cd {workdir} && {command}")
+    for path in originals:
+        before, after = (
+            yaml.safe_load(path.read_text()),
+            yaml.safe_load((workdir / path.name).read_text()),
+        )
+        assert before["apiVersion"] == "atlassian.com/v1"
+        assert after == {**before, "apiVersion": "nodeops.dev/v1alpha1"}, path.name
+    with simulator(tmp_path, "--nodes", "1", "--instant") as (config, _):
+        crds = run(sys.executable, "-m", "nodeops.cli", "crds").stdout
+        kubectl(config, "apply", "-f", "-", stdin=crds)
+        out = kubectl(config, "apply", "--dry-run=server", "-f", str(workdir))
+        assert out.split("\n")[:-1] == [
+            "cyclenoderequest.nodeops.dev/example created (server dry run)",
+            "nodegroup.nodeops.dev/system created (server dry run)",
+        ], out
