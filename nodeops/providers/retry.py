@@ -21,6 +21,7 @@ import structlog
 from prometheus_client import Counter
 from pydantic import BaseModel, ConfigDict, Field
 
+from nodeops.kube.metrics import REGISTRY
 from nodeops.providers.base import ProviderError
 
 __all__ = ["Classifier", "RetryPolicy", "backoff_delay", "call_with_retry"]
@@ -37,11 +38,13 @@ PROVIDER_CALLS = Counter(
     "nodeops_provider_calls_total",
     "Cloud API calls made by providers, by outcome (ok or the error code), retries included.",
     ["provider", "operation", "outcome"],
+    registry=REGISTRY,
 )
 PROVIDER_RETRIES = Counter(
     "nodeops_provider_retries_total",
     "Cloud API calls that were retried, by the error code that caused the retry.",
     ["provider", "operation", "code"],
+    registry=REGISTRY,
 )
 
 

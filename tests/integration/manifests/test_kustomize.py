@@ -284,3 +284,87 @@ def test_the_provider_configuration_is_valid(overlay: Path) -> None:
     assert settings.provider is not None and list(config["providers"]) == [settings.provider]
     # Validated by the provider's own settings model, as `nodeops run` does at startup.
     create_provider(settings.provider, config["providers"][settings.provider])
+
+
+def test_aws_credentials_come_from_irsa() -> None:
+    objects = render(MANIFESTS / "overlays" / "aws")
+    account = find(objects, "ServiceAccount", "nodeops")
+    assert account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"].startswith(
+        "arn:aws:iam::"
+    )
+    assert not [o for o in objects if o["kind"] == "Secret"]  # no key stored anywhere
+
+
+def test_openstack_credentials_come_from_the_mounted_cloud_config_secret() -> None:
+    objects = render(MANIFESTS / "overlays" / "openstack")
+    settings = parse_run(manager_container(objects)["args"])
+    (config_map,) = [o for o in objects if o["kind"] == "ConfigMap"]
+    (text,) = config_map["data"].values()
+    conf = Path(yaml.safe_load(text)["providers"]["openstack"]["cloudprovider_conf"])
+    assert settings.provider == "openstack"
+    (mount,) = [
+        m for m in manager_container(objects)["volumeMounts"] if m["mountPath"] == str(conf.parent)
+    ]
+    assert mount["readOnly"] is True
+    pod = find(objects, "Deployment", "nodeops")["spec"]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    assert volume["secret"]["secretName"] == "nodeops-cloud-config"
+    assert volume["secret"]["defaultMode"] & 0o007 == 0  # not readable by others
+    assert not [o for o in objects if o["kind"] == "Secret"]  # created by the user, not shipped
+
+
+def test_the_overlay_of_the_install_page_renders_what_it_says(tmp_path: Path) -> None:
+    """docs/install.md's own kustomization, placed where it says, with the checkout's manifests:
+    the image, the IRSA role and the provider configuration it sets end up in the install."""
+    page = (MANIFESTS.parent / "docs" / "install.md").read_text()
+    (block,) = re.findall(
+        r"```yaml\n(# clusters/production/kustomization.yaml\n.*?)```", page, re.S
+    )
+    cluster = tmp_path / "clusters" / "production"
+    cluster.mkdir(parents=True)
+    (tmp_path / "manifests").symlink_to(MANIFESTS, target_is_directory=True)
+    (cluster / "kustomization.yaml").write_text(block)
+    (cluster / "provider-config.yaml").write_text(
+        "providers: {aws: {region: eu-west-1, cluster_name: production}}\n"
+    )
+    objects = render(cluster)
+    account = find(objects, "ServiceAccount", "nodeops")
+    assert account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"] == (
+        "arn:aws:iam::123456789012:role/nodeops-production"
+    )
+    container = manager_container(objects)
+    assert container["image"] == "registry.example.com/nodeops:0.1.0"
+    settings = parse_run(container["args"])
+    assert settings.provider == "aws" and settings.controllers == ["cycling"]
+    (config_map,) = [
+        o
+        for o in objects
+        if o["kind"] == "ConfigMap" and "provider-config" in o["metadata"]["name"]
+    ]
+    assert "cluster_name: production" in next(iter(config_map["data"].values()))
+    names = [o["metadata"]["name"] for o in objects if o["kind"] == "ConfigMap"]
+    assert any(n.startswith("nodeops-alerts") for n in names), names  # the monitoring component
+
+
+def test_the_rollout_replaces_one_pod_at_a_time(install: list[dict[str, Any]]) -> None:
+    """docs/upgrade.md: a new pod is Ready before an old one stops."""
+    strategy = find(install, "Deployment", "nodeops")["spec"]["strategy"]
+    assert strategy == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+
+
+def test_the_security_page_names_every_role_and_every_secret_rule(
+    install: list[dict[str, Any]],
+) -> None:
+    """docs/security.md's tables cover the roles an install grants and the controllers that may
+    read Secrets."""
+    page = (MANIFESTS.parent / "docs" / "security.md").read_text()
+    components = {p.name for p in (MANIFESTS / "components").iterdir() if p.is_dir()}
+    for role in (o for o in install if o["kind"] in RBAC_KINDS):
+        name = role["metadata"]["name"]
+        controller = name.removeprefix("nodeops-")
+        assert f"`{name}`" in page or controller in components, name
+        if any("secrets" in rule.get("resources", ()) for rule in role["rules"]):
+            assert f"| `{controller}` |" in page.split("## Secrets the controllers read")[1], name
