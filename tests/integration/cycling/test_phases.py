@@ -14,7 +14,7 @@ from nodeops.controllers.cycling.keys import (
     SCALE_DOWN_DISABLED,
 )
 from nodeops.kube import errors
-from nodeops.kube.resources import EVENTS, NODES, PODS
+from nodeops.kube.resources import EVENTS, NODES, PDBS, PODS
 from nodeops.sim.cloud.model import DETACHED, IN_SERVICE
 from tests.waiting import until
 
@@ -247,3 +247,97 @@ async def test_a_request_waits_for_another_cycling_the_same_nodes() -> None:
         # The second selected the replacements the first left, not the same old nodes.
         old = {n["name"] for n in first["status"]["nodesToTerminate"]}
         assert not old & {n["name"] for n in second["status"]["nodesToTerminate"]}
+
+
+def _pod(name: str, node: str, labels: dict[str, str], annotations: dict[str, str]) -> Any:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "shop",
+            "labels": labels,
+            "annotations": annotations,
+        },
+        "spec": {
+            "nodeName": node,
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "c", "image": "busybox"}],
+        },
+    }
+
+
+async def test_healing_leaves_nodes_still_being_replaced_to_their_cycle() -> None:
+    """One node of a batch fails while the other still waits for its pod: Healing puts back the
+    failed one at once, but the other stays cordoned and detached until its replacement is done,
+    and only then is the request Failed."""
+    async with world(scenario(2)) as w:
+        assert w.client is not None
+        first, second = sorted(n["metadata"]["name"] for n in await nodes(w))
+        # `first` cannot be drained (a budget allowing no disruption of its pod); `second` has a
+        # pod that must finish on its own.
+        await w.client.create(
+            PODS, _pod("stuck", first, {"app": "stuck", "in-lb": "yes"}, {}), "shop"
+        )
+        await w.client.create(
+            PDBS,
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": "stuck", "namespace": "shop"},
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "stuck"}}},
+            },
+            "shop",
+        )
+        await w.client.create(
+            PODS,
+            _pod("job", second, {"app": "job"}, {"nodeops.dev/do-not-disrupt": "true"}),
+            "shop",
+        )
+        await w.create_request(
+            request(
+                "split",
+                GROUP,
+                cycleSettings={
+                    "method": "Wait",
+                    "concurrency": 2,
+                    "labelsToRemove": ["in-lb"],
+                    "drainDeadline": "30s",
+                    "onDrainDeadline": "Fail",
+                },
+            )
+        )
+        healing = await wait_phase(w, "split", "Healing", timeout=120)
+        assert "not drained within its drain deadline" in healing["status"]["message"]
+
+        async def first_put_back() -> bool:
+            node = await w.client.get(NODES, first)  # type: ignore[union-attr]
+            return not node["spec"].get("unschedulable") and NODE_FINALIZER not in (
+                node["metadata"].get("finalizers") or ()
+            )
+
+        await until(first_put_back, timeout=60, what=f"{first} put back")
+        state = w.sim.cloud.state
+        by_node = {i.node_name: i for i in state.instances.values()}
+        assert (by_node[first].group, by_node[first].lifecycle) == ("workers-a", IN_SERVICE)
+        # The label went before the drain began.
+        stuck = await w.client.get(PODS, "stuck", "shop")
+        assert "in-lb" not in stuck["metadata"]["labels"]
+        # `second` is still being replaced: not re-attached, still cordoned, request not Failed.
+        await asyncio.sleep(1)
+        still = await w.client.get(NODES, second)
+        assert still["spec"].get("unschedulable")
+        assert by_node[second].group is None
+        assert (await w.request("split") or {})["status"]["phase"] == "Healing"
+        phases = {c["spec"]["nodeName"]: c["status"]["phase"] for c in await children(w, "split")}
+        assert phases == {first: "Failed", second: "WaitingPods"}
+        # Its pod finishes: the node is replaced after all, and the request ends Failed.
+        await w.client.delete(PODS, "job", "shop", grace_period=0)
+        failed = await wait_phase(w, "split", "Failed", timeout=120)
+        phases = {c["spec"]["nodeName"]: c["status"]["phase"] for c in await children(w, "split")}
+        assert phases == {first: "Failed", second: "Successful"}
+        assert second not in {n["metadata"]["name"] for n in await nodes(w)}
+        assert not [i for i, (_, s) in (await instance_states(w)).items() if s == DETACHED]
+        assert_clean(await nodes(w))
+        assert w.record.violations == []
+        assert failed["status"]["progress"]["failed"] == 1
