@@ -341,3 +341,14 @@ async def test_healing_leaves_nodes_still_being_replaced_to_their_cycle() -> Non
         assert_clean(await nodes(w))
         assert w.record.violations == []
         assert failed["status"]["progress"]["failed"] == 1
+
+
+async def test_progress_is_driven_by_events_not_by_polling() -> None:
+    """With the retry interval of every phase far longer than the test, a roll still goes
+    through: each step is started by what it waits for (a child's phase, a node, the cloud
+    poller), not by a timer."""
+    async with world(scenario(3), settings={"check_interval": 1e6}) as w:
+        await w.create_request(request("evented", GROUP, cycleSettings={"concurrency": 2}))
+        done = await wait_phase(w, "evented", ("Successful", "Failed"), timeout=120)
+        assert done["status"]["phase"] == "Successful", done["status"]
+        assert done["status"]["progress"]["cycled"] == 3
