@@ -374,8 +374,9 @@ class _Api:
         iid = body.get("instanceId")
         if not isinstance(iid, str) or not iid:
             raise _bad("instanceId must be an instance ID")
-        registration = self.state.register(request.match_info["name"], iid, _port(body.get("port")))
-        return target_view(self.state, registration)
+        name = request.match_info["name"]
+        registration = self.state.register(name, iid, _port(body.get("port")))
+        return target_view(self.state, registration, name)
 
     async def deregister(self, request: web.Request) -> Obj:
         port = _port(request.query.get("port"))

@@ -71,6 +71,10 @@ class CloudState:
         self.load_balancers: dict[str, SimLoadBalancer] = {}
         self.used_ips: set[str] = set()
         self._listeners: list[Callable[[], None]] = []
+        self.health_checks: Callable[[str, str, int], str | None] | None = None
+        """What a load balancer's health checks say of a registration (load balancer, instance,
+        port): "initial", "healthy" or "unhealthy", or None when nothing checks it. Set by the
+        traffic simulator, whose flows run the checks."""
 
     def subscribe(self, listener: Callable[[], None]) -> None:
         """Call `listener` after every change made through the API (the loop's wake-up)."""
