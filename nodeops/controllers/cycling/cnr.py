@@ -50,6 +50,7 @@ from nodeops.controllers.cycling.keys import (
     REQUEST_LABEL,
     TERMINATE_LABEL,
 )
+from nodeops.controllers.cycling.loadbalancers import targets_left_unserved
 from nodeops.controllers.cycling.metrics import FAILURES
 from nodeops.controllers.cycling.nodes import (
     add_scale_down_disabled,
@@ -704,6 +705,7 @@ class CycleNodeRequestReconciler:
                     "no selected node can start now (not Ready, or its instance is not in service)",
                     reason="NoEligibleNode",
                 )
+            await self._load_balancers_ready(provider, batch)
             # Intent: the finalizer and the origin group go on each node, then the batch goes into
             # status with the phase, and only then are the instances detached.
 
@@ -733,6 +735,25 @@ class CycleNodeRequestReconciler:
         # before the replacements are up, and the first batch does not wait for it.
         await self._taint_pending(view, spec, view.nodes("nodesAvailable"))
         return None
+
+    async def _load_balancers_ready(self, provider: NodeGroups, batch: Sequence[Obj]) -> None:
+        """Wait while the batch would leave a load balancer with no healthy target."""
+        if not self.settings.wait_for_load_balancers:
+            return
+        leaving = {instance_id(e.get("providerId") or "") for e in batch} - {None}
+        try:
+            unserved = await targets_left_unserved(provider, {str(i) for i in leaving})
+        except ProviderError as e:
+            hint = "" if e.retryable else " (--cycling-wait-for-load-balancers=false skips this)"
+            raise _Wait(
+                f"checking the batch's load balancers: {e}{hint}", reason="CloudError"
+            ) from None
+        if unserved:
+            raise _Wait(
+                "the batch would leave load balancers with no healthy target: "
+                + "; ".join(unserved[:5]),
+                reason="LoadBalancerNotReady",
+            )
 
     def _pick(
         self, view: View, available: Sequence[Obj], inventory: Inventory, n: int
