@@ -1435,12 +1435,12 @@ class CycleNodeRequestReconciler:
                 await edit_node(self.client, node, clear_cycle_marks(view.name))
         # Failed requests of the same node groups made before this one no longer block the
         # observer: the groups are healthy again (Cyclops does the same).
-        mine = set(view.status.get("nodeGroups") or ())
+        mine = _node_groups_of(view.obj)
         created = o.parse_time(o.meta(view.obj).get("creationTimestamp"))
         for other in self.requests.objects(view.namespace):
             if _phase(other) != "Failed" or o.uid(other) == o.uid(view.obj):
                 continue
-            theirs = set((other.get("status") or {}).get("nodeGroups") or ())
+            theirs = _node_groups_of(other)
             when = o.parse_time(o.meta(other).get("creationTimestamp"))
             if (
                 theirs
@@ -1513,6 +1513,17 @@ class CycleNodeRequestReconciler:
         if self.events is not None:
             self.events.event(view.obj, type_, reason, "Cycle", note)
         log.info(reason, request=o.ref(view.obj), note=note)
+
+
+def _node_groups_of(request: Mapping[str, Any]) -> set[str]:
+    """The cloud groups a request cycles: as it recorded them, or as its spec names them (a
+    request that failed before recording them, such as one naming a missing node, is still
+    the groups')."""
+    recorded = (request.get("status") or {}).get("nodeGroups")
+    if recorded:
+        return set(recorded)
+    spec = request.get("spec") or {}
+    return {g for g in [spec.get("nodeGroupName"), *(spec.get("nodeGroupsList") or ())] if g}
 
 
 def _cleaned(view: View) -> bool:
