@@ -192,3 +192,28 @@ async def test_a_budget_counts_the_nodes_of_every_request() -> None:
             await asyncio.sleep(0.02)
         assert phases == {"left": "Successful", "right": "Successful"}
         assert peak == 1
+
+
+@pytest.mark.parametrize("effect", ["Off", "NoSchedule"])
+async def test_the_taint_of_nodes_still_to_be_replaced_is_configurable(effect: str) -> None:
+    async with world(scenario(3)) as w:
+        await w.create_request(
+            request(
+                "tainting",
+                GROUP,
+                cycleSettings={"concurrency": 1, "pendingNodeTaint": effect},
+            )
+        )
+        seen: set[str] = set()
+        while True:
+            for node in await nodes(w):
+                for taint in node["spec"].get("taints") or ():
+                    if taint["key"] == CYCLE_TAINT:
+                        seen.add(taint["effect"])
+            status = (await w.request("tainting") or {}).get("status") or {}
+            if status.get("phase") in ("Successful", "Failed"):
+                break
+            await asyncio.sleep(0.02)
+        assert status["phase"] == "Successful"
+        assert seen == (set() if effect == "Off" else {"NoSchedule"})
+        assert_clean(await nodes(w))

@@ -352,3 +352,19 @@ async def test_progress_is_driven_by_events_not_by_polling() -> None:
         done = await wait_phase(w, "evented", ("Successful", "Failed"), timeout=120)
         assert done["status"]["phase"] == "Successful", done["status"]
         assert done["status"]["progress"]["cycled"] == 3
+
+
+async def test_pending_gives_up_when_the_cloud_and_the_cluster_never_agree() -> None:
+    async with world(scenario(2), settings={"equilibrium_wait_limit": 60.0}) as w:
+        state = w.sim.cloud.state
+        # The group launches an instance that never registers its node.
+        group = state.groups["workers-a"]
+        group.spec = group.spec.model_copy(update={"boot_seconds": 1e6})
+        state.update_group("workers-a", desired=group.desired + 1)
+        await w.create_request(request("uneven", GROUP))
+        failed = await wait_phase(w, "uneven", "Failed", timeout=120)
+        assert "did not agree within 60s" in failed["status"]["message"]
+        assert "has no node yet" in failed["status"]["message"]
+        # Nothing was touched.
+        assert await children(w, "uneven") == []
+        assert_clean(await nodes(w))
