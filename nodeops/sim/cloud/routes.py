@@ -35,7 +35,8 @@ Instances (EC2)::
                 once out of every group), "launchedIn", "zone", "lifecycleState" (Pending,
                 InService, Detaching, Detached, Terminating, Terminated), "state" (pending,
                 running, shutting-down, terminated), "healthStatus", "launchVersion",
-                "outOfDate", "protectedFromScaleIn", "privateIp", "privateDnsName" (the node
+                "outOfDate", "protectedFromScaleIn", "terminationProtected" (DELETE answers
+                400 `OperationNotPermitted`), "privateIp", "privateDnsName" (the node
                 name), "launchTime", "terminateTime"}
 
 Load balancers (classic load balancers and target groups)::

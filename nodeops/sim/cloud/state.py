@@ -337,6 +337,12 @@ class CloudState:
         instance = self.instance(iid)
         if instance.lifecycle in (TERMINATING, TERMINATED):
             return instance
+        if instance.termination_protected:
+            raise CloudError(
+                400,
+                "OperationNotPermitted",
+                f"the instance {iid} may not be terminated: its termination protection is on",
+            )
         self._terminate(instance)
         self._changed()
         return instance

@@ -38,6 +38,7 @@ def instance_view(state: CloudState, instance: SimInstance) -> Obj:
         "launchVersion": instance.launch_version,
         "outOfDate": state.out_of_date(instance),
         "protectedFromScaleIn": instance.protected,
+        "terminationProtected": instance.termination_protected,
         "privateIp": instance.private_ip,
         "privateDnsName": instance.node_name,
         "launchTime": _time(instance.launched_at),
