@@ -1384,6 +1384,19 @@ class CycleNodeRequestReconciler:
             origin = entry.get("nodeGroupName") or (
                 o.annotations_of(node).get(NODE_GROUP_ANNOTATION) if node else None
             )
+            if child is not None and node is None:
+                # Its CycleNodeStatus failed once the Node was gone (drained and deleted, or
+                # deleted by someone else): re-attached, the instance would count as capacity
+                # in its group with no node to run pods. It stays out; its group replaced it.
+                if iid and inventory.member_by_instance(iid) is None:
+                    self._event(
+                        view,
+                        "Warning",
+                        "InstanceLeftDetached",
+                        f"instance {iid} of deleted node {name} could not be terminated and "
+                        "is left out of its group: terminate it",
+                    )
+                continue
             if iid and origin and inventory.member_by_instance(iid) is None:
                 try:
                     ctx.ensure_may_act(f"re-attach {iid}")

@@ -383,3 +383,27 @@ async def test_pending_gives_up_when_the_cloud_and_the_cluster_never_agree() -> 
         # Nothing was touched.
         assert await children(w, "uneven") == []
         assert_clean(await nodes(w))
+
+
+async def test_an_instance_that_cannot_be_terminated_is_not_put_back_without_its_node() -> None:
+    """A node is drained and deleted, then its instance refuses to terminate: Healing must not
+    re-attach it (its group would count a machine with no node as capacity)."""
+    async with world(scenario(2, workloads=lambda _: [])) as w:
+        assert w.client is not None
+        state = w.sim.cloud.state
+        for iid in state.groups["workers-a"].members:
+            state.instances[iid].termination_protected = True
+        await w.create_request(request("stuck", GROUP, cycleSettings={"concurrency": 1}))
+        failed = await wait_phase(w, "stuck", "Failed", timeout=120)
+        assert "OperationNotPermitted" in failed["status"]["message"]
+        (child,) = await children(w, "stuck")
+        gone = child["spec"]["nodeName"]
+        instance = next(i for i in state.instances.values() if i.node_name == gone)
+        assert instance.group is None, "a node-less instance was put back into its group"
+        group = state.groups["workers-a"]
+        members = [state.instances[i] for i in group.members]
+        assert all(m.lifecycle == IN_SERVICE and not m.node_gone for m in members)
+        assert w.client is not None
+        events, _ = await w.client.list(EVENTS, NS)
+        assert any(e.get("reason") == "InstanceLeftDetached" for e in events)
+        assert_clean(await nodes(w))
