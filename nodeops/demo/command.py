@@ -5,7 +5,7 @@ balancer with clients sending requests through it) and the cycling controllers i
 creates a CycleNodeRequest for every node group, shows the roll live, and ends with a summary.
 The simulator's own record (not the operator's word) says whether a budget was violated, how
 often pods moved and how many requests failed. Exit status 0 only when the request ends
-Successful with no capacity lost.
+Successful with nothing lost: no capacity, no request, no budget.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         summary = asyncio.run(_demo(args))
     except KeyboardInterrupt:
         return 130
-    ok = summary["phase"] == "Successful" and summary["nodes_lost"] == 0
+    ok = _nothing_lost(summary)
     if args.json:
         print(json.dumps(summary, sort_keys=True))
     else:
@@ -136,6 +136,7 @@ async def _demo(args: argparse.Namespace) -> dict[str, Any]:
         groups = group_names(args.groups)[: len(scenario.node_groups)]
         desired = {g: world.sim.cloud.state.groups[g].desired for g in groups}
         nodes_before = sum(desired.values())
+        print(_introduction(scenario, groups, pods_at_start, args), file=sys.stderr, flush=True)
         sim_start = world.sim.clock.now()
         await world.create_request(_request(groups, args.concurrency, args.method))
         deadline = time.monotonic() + args.timeout
@@ -191,6 +192,30 @@ async def _demo(args: argparse.Namespace) -> dict[str, Any]:
         await world.stop()
 
 
+def _introduction(scenario: Any, groups: list[str], pods: int, args: argparse.Namespace) -> str:
+    """What is about to happen, so that the lines that follow read as a story."""
+    workloads = []
+    for w in scenario.workloads:
+        budget = ""
+        if w.pdb is not None:
+            limit, value = (
+                ("maxUnavailable", w.pdb.max_unavailable)
+                if w.pdb.max_unavailable is not None
+                else ("minAvailable", w.pdb.min_available)
+            )
+            budget = f" (budget {limit} {value})"
+        workloads.append(f"{w.kind} {w.namespace}/{w.name}{budget}")
+    return (
+        f"A simulated cluster: {sum(g.size for g in scenario.node_groups)} nodes in cloud node "
+        f"groups {', '.join(groups)}; {pods} pods of {', '.join(workloads)}; clients sending "
+        "100 requests a second through a load balancer to shop/web.\n"
+        f"Replacing every node, {args.concurrency} at a time ({args.method}), with "
+        f"CycleNodeRequest {REQUEST}; simulated time runs {args.time_scale:g} times as fast as "
+        "the wall clock. Each line: the request's phase, nodes replaced per group, nodes in "
+        "progress, pods moved, requests failed, and below it what the roll waits for.\n"
+    )
+
+
 async def _get(client: Any) -> Mapping[str, Any] | None:
     from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS
     from nodeops.demo.world import OPERATOR_NAMESPACE
@@ -244,12 +269,31 @@ def _cloud_requests(snapshot: Mapping[str, Any]) -> int:
     )
 
 
+def _nothing_lost(summary: Mapping[str, Any]) -> bool:
+    """The roll's promise: every node replaced with no capacity, request or budget lost."""
+    return (
+        summary["phase"] == "Successful"
+        and summary["nodes_lost"] == 0
+        and summary["requests_failed"] == 0
+        and summary["pdb_violations"] == 0
+    )
+
+
 def _print_summary(summary: Mapping[str, Any]) -> None:
-    ok = summary["phase"] == "Successful" and summary["nodes_lost"] == 0
+    lost = [
+        f"{summary[key]} {what}"
+        for key, what in (
+            ("nodes_lost", "nodes of capacity lost"),
+            ("requests_failed", "requests failed"),
+            ("pdb_violations", "budget violations"),
+        )
+        if summary[key]
+    ]
     lines = [
         "",
-        f"{'Done' if ok else 'Not done'}: the roll ended {summary['phase']}"
-        + (f" ({summary['message']})" if summary.get("message") else ""),
+        f"{'Done' if _nothing_lost(summary) else 'Not done'}: the roll ended {summary['phase']}"
+        + (f" ({summary['message']})" if summary.get("message") else "")
+        + (f", but with {', '.join(lost)}" if lost else ""),
         f"  nodes replaced        {summary['nodes_cycled']} of {summary['nodes_before']}"
         f" ({summary['nodes_lost']} of capacity lost)",
         f"  budget violations     {summary['pdb_violations']} (from the simulator's record)",

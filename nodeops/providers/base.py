@@ -347,6 +347,17 @@ class TargetHealth:
     def registered(self) -> bool:
         return self.state is RegistrationState.REGISTERED
 
+    @property
+    def healthy(self) -> bool:
+        """Registered and passing the load balancer's health checks (a target group's
+        `healthy`, a classic load balancer's `InService`)."""
+        return self.registered and self.detail in ("healthy", "InService")
+
+    @property
+    def checking(self) -> bool:
+        """Registered and not yet judged by the health checks (a target group's `initial`)."""
+        return self.registered and self.detail == "initial"
+
 
 @dataclass(frozen=True, slots=True)
 class Server:

@@ -4,6 +4,7 @@ a simulated cluster, with the cycling controllers running for `--watch`."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import sys
@@ -15,7 +16,7 @@ import yaml
 
 from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS, NODEGROUPS
 from nodeops.demo.world import OPERATOR_NAMESPACE, World
-from tests.integration.cycling.harness import scenario, world
+from tests.integration.cycling.harness import nodes, scenario, world
 
 NS = OPERATOR_NAMESPACE
 
@@ -82,6 +83,14 @@ async def test_everything_is_checked_before_anything_is_created(tmp_path: Path) 
         (doc,) = yaml.safe_load_all(out)
         assert doc["spec"]["cycleSettings"]["concurrency"] == 2
         assert doc["metadata"]["generateName"] == "a-"
+        node = sorted(n["metadata"]["name"] for n in await nodes(w))[0]
+        code, out, err = await run(
+            "a", "-o", "json", "--method", "Wait", "--nodes", node, kubeconfig=config
+        )
+        assert code == 0, err
+        made = json.loads(out)
+        assert made["spec"]["cycleSettings"]["method"] == "Wait"
+        assert made["spec"]["nodeNames"] == [node]
         code, out, _ = await run("a", "--dry", kubeconfig=config)
         assert code == 0 and "(server dry run)" in out
         assert await requests(w) == []

@@ -82,6 +82,8 @@ class Scenario:
     # Drives the operator to its goal; returns normally once reached, raises AssertionError when
     # it cannot be (a refused request ends the wait at once).
     drive: Callable[[Run], Awaitable[None]]
+    # The simulated cluster it needs, beyond one node (SimOptions fields).
+    cluster: dict[str, Any] = field(default_factory=dict)
 
 
 async def until(run: Run, goal: Callable[[], bool], what: str) -> None:
@@ -115,6 +117,12 @@ async def leads_and_hands_over(run: Run) -> None:
 
 def _registry_of(run: Run, group: str, version: str, plural: str) -> Any:
     return run.sim.server.registry.lookup(group, version, plural)
+
+
+def _objects(run: Run, group: str, version: str, plural: str, ns: str | None = None) -> list[Any]:
+    rt = _registry_of(run, group, version, plural)
+    entries = run.sim.server.store.bucket(rt.storage_key).entries(ns)
+    return [run.sim.server.registry.decode(rt, e) for e in entries]
 
 
 def _record(run: Run) -> dict[str, Any] | None:
@@ -376,11 +384,103 @@ async def kubernikus_replaces_a_node(run: Run) -> None:
     assert await run.stop() == 0, run.output[-1]
 
 
+def cycling_cluster() -> Any:
+    """Two nodes in one cloud node group, the demo's workloads (budgets, a DaemonSet) on them;
+    replacements boot in a second."""
+    from nodeops.demo.scenario import demo_scenario
+
+    return demo_scenario(2, groups=1, boot_seconds=1, grace_seconds=0, stateful=False)
+
+
+async def cycling_replaces_a_node_group(run: Run) -> None:
+    """Both controllers of the component (requests and the observer): a CycleNodeRequest
+    replaces every node of the group, with a health check whose CA is in a Secret, a label
+    removed from a pod before the drain, and a NodeDrainRule choosing pods by namespace labels;
+    the request ends Successful and no node is left cordoned."""
+    from nodeops.api import all_crds
+    from tests.integration.cycling.checkserver import make_pki, serve
+
+    server = run.sim.server
+    for crd in all_crds():
+        server.create(crd)
+    registry = server.registry
+    namespaces, pods = (_registry_of(run, "", "v1", p) for p in ("namespaces", "pods"))
+    registry.patch(namespaces, "", "shop", "merge", {"metadata": {"labels": {"team": "shop"}}})
+    server.create(
+        {"apiVersion": "nodeops.dev/v1alpha1", "kind": "NodeDrainRule",
+         "metadata": {"name": "shop-first"},
+         "spec": {"drain": {"behavior": "Drain", "order": -1},
+                  "pods": [{"namespaceSelector": {"matchLabels": {"team": "shop"}}}]}}
+    )  # fmt: skip
+    old = {n["metadata"]["name"] for n in _objects(run, "", "v1", "nodes")}
+
+    def serving() -> list[dict[str, Any]]:
+        items = _objects(run, "", "v1", "pods", "shop")
+        running = [p for p in items if (p.get("status") or {}).get("phase") == "Running"]
+        return running if running and len(running) == len(items) else []
+
+    await until(run, lambda: bool(serving()), "the shop's pods running")
+    labelled = serving()[0]["metadata"]["name"]
+    registry.patch(pods, "shop", labelled, "merge", {"metadata": {"labels": {"in-lb": "yes"}}})
+    pki = make_pki()
+    async with serve(pki) as checks:
+        import base64
+
+        server.create(
+            {"apiVersion": "v1", "kind": "Secret",
+             "metadata": {"name": "checks-ca", "namespace": NAMESPACE},
+             "data": {"ca.crt": base64.b64encode(pki.ca).decode()}}
+        )  # fmt: skip
+        ca = run.kubeconfig.parent / "ca.pem"
+        assert server.ca_pem is not None
+        ca.write_bytes(server.ca_pem)
+        config = run.kubeconfig.parent / "providers.yaml"
+        config.write_text(
+            f"providers:\n  sim:\n    url: {server.url}\n    token: {server.admin_token}\n"
+            f"    ca_file: {ca}\n"
+        )
+        await run.start(
+            "--controllers=cycling,cycling-observer", "--provider=sim",
+            f"--provider-config={config}", "--cycling-check-interval=1",
+            "--cycling-cloud-poll-interval=1",
+        )  # fmt: skip
+        server.create(
+            {"apiVersion": "nodeops.dev/v1alpha1", "kind": "CycleNodeRequest",
+             "metadata": {"name": "roll", "namespace": NAMESPACE},
+             "spec": {"nodeGroupName": "workers-a",
+                      "selector": {"matchLabels": {"role": "worker"}},
+                      "cycleSettings": {"method": "Drain", "concurrency": 2,
+                                        "labelsToRemove": ["in-lb"]},
+                      "healthChecks": [{"endpoint": checks.url + "/health/{{ .NodeName }}",
+                                        "waitPeriod": "1m",
+                                        "tls": {"secretRef": {"name": "checks-ca"}}}]}}
+        )  # fmt: skip
+
+        def phase() -> str:
+            request = run.get("nodeops.dev", "v1alpha1", "cyclenoderequests", NAMESPACE, "roll")
+            return str((request.get("status") or {}).get("phase") or "")
+
+        await until(run, lambda: phase() in ("Successful", "Failed"), "the roll finished")
+        request = run.get("nodeops.dev", "v1alpha1", "cyclenoderequests", NAMESPACE, "roll")
+        assert phase() == "Successful", request.get("status")
+        assert set(checks.checks) - old, "no new node was health-checked"
+    nodes = _objects(run, "", "v1", "nodes")
+    assert not old & {n["metadata"]["name"] for n in nodes}
+    assert not any(n["spec"].get("unschedulable") for n in nodes)
+    assert await run.stop() == 0, run.output[-1]
+
+
 SCENARIOS = [
     Scenario("runtime", (), leads_and_hands_over),
     Scenario("detacher", (COMPONENTS / "detacher",), detaches_a_node_and_brings_it_back),
     Scenario("maintenance", (COMPONENTS / "maintenance",), maintenance_drains_a_node),
     Scenario("kubernikus", (COMPONENTS / "kubernikus",), kubernikus_replaces_a_node),
+    Scenario(
+        "cycling",
+        (COMPONENTS / "cycling",),
+        cycling_replaces_a_node_group,
+        {"scenario": cycling_cluster()},
+    ),
 ]
 
 
@@ -410,7 +510,7 @@ def without_rule(objects: list[dict[str, Any]], role: str, index: int) -> list[d
 async def play(tmp_path: Path, scenario: Scenario, objects: list[dict[str, Any]]) -> Run:
     """A fresh cluster in RBAC mode, the roles created as the installer would, then the scenario
     run as the ServiceAccount."""
-    sim = SimCluster(SimOptions(nodes=1, instant=True, rbac=True))
+    sim = SimCluster(SimOptions(**{"nodes": 1, "instant": True, **scenario.cluster, "rbac": True}))
     await sim.start()
     try:
         account: dict[str, Any] = {}

@@ -50,6 +50,7 @@ from nodeops.controllers.cycling.keys import (
     REQUEST_LABEL,
     TERMINATE_LABEL,
 )
+from nodeops.controllers.cycling.loadbalancers import targets_left_unserved
 from nodeops.controllers.cycling.metrics import FAILURES
 from nodeops.controllers.cycling.nodes import (
     add_scale_down_disabled,
@@ -704,6 +705,7 @@ class CycleNodeRequestReconciler:
                     "no selected node can start now (not Ready, or its instance is not in service)",
                     reason="NoEligibleNode",
                 )
+            await self._load_balancers_ready(provider, batch)
             # Intent: the finalizer and the origin group go on each node, then the batch goes into
             # status with the phase, and only then are the instances detached.
 
@@ -733,6 +735,25 @@ class CycleNodeRequestReconciler:
         # before the replacements are up, and the first batch does not wait for it.
         await self._taint_pending(view, spec, view.nodes("nodesAvailable"))
         return None
+
+    async def _load_balancers_ready(self, provider: NodeGroups, batch: Sequence[Obj]) -> None:
+        """Wait while the batch would leave a load balancer with no healthy target."""
+        if not self.settings.wait_for_load_balancers:
+            return
+        leaving = {instance_id(e.get("providerId") or "") for e in batch} - {None}
+        try:
+            unserved = await targets_left_unserved(provider, {str(i) for i in leaving})
+        except ProviderError as e:
+            hint = "" if e.retryable else " (--cycling-wait-for-load-balancers=false skips this)"
+            raise _Wait(
+                f"checking the batch's load balancers: {e}{hint}", reason="CloudError"
+            ) from None
+        if unserved:
+            raise _Wait(
+                "the batch would leave load balancers with no healthy target: "
+                + "; ".join(unserved[:5]),
+                reason="LoadBalancerNotReady",
+            )
 
     def _pick(
         self, view: View, available: Sequence[Obj], inventory: Inventory, n: int
@@ -1363,6 +1384,19 @@ class CycleNodeRequestReconciler:
             origin = entry.get("nodeGroupName") or (
                 o.annotations_of(node).get(NODE_GROUP_ANNOTATION) if node else None
             )
+            if child is not None and node is None:
+                # Its CycleNodeStatus failed once the Node was gone (drained and deleted, or
+                # deleted by someone else): re-attached, the instance would count as capacity
+                # in its group with no node to run pods. It stays out; its group replaced it.
+                if iid and inventory.member_by_instance(iid) is None:
+                    self._event(
+                        view,
+                        "Warning",
+                        "InstanceLeftDetached",
+                        f"instance {iid} of deleted node {name} could not be terminated and "
+                        "is left out of its group: terminate it",
+                    )
+                continue
             if iid and origin and inventory.member_by_instance(iid) is None:
                 try:
                     ctx.ensure_may_act(f"re-attach {iid}")
@@ -1414,12 +1448,12 @@ class CycleNodeRequestReconciler:
                 await edit_node(self.client, node, clear_cycle_marks(view.name))
         # Failed requests of the same node groups made before this one no longer block the
         # observer: the groups are healthy again (Cyclops does the same).
-        mine = set(view.status.get("nodeGroups") or ())
+        mine = _node_groups_of(view.obj)
         created = o.parse_time(o.meta(view.obj).get("creationTimestamp"))
         for other in self.requests.objects(view.namespace):
             if _phase(other) != "Failed" or o.uid(other) == o.uid(view.obj):
                 continue
-            theirs = set((other.get("status") or {}).get("nodeGroups") or ())
+            theirs = _node_groups_of(other)
             when = o.parse_time(o.meta(other).get("creationTimestamp"))
             if (
                 theirs
@@ -1492,6 +1526,17 @@ class CycleNodeRequestReconciler:
         if self.events is not None:
             self.events.event(view.obj, type_, reason, "Cycle", note)
         log.info(reason, request=o.ref(view.obj), note=note)
+
+
+def _node_groups_of(request: Mapping[str, Any]) -> set[str]:
+    """The cloud groups a request cycles: as it recorded them, or as its spec names them (a
+    request that failed before recording them, such as one naming a missing node, is still
+    the groups')."""
+    recorded = (request.get("status") or {}).get("nodeGroups")
+    if recorded:
+        return set(recorded)
+    spec = request.get("spec") or {}
+    return {g for g in [spec.get("nodeGroupName"), *(spec.get("nodeGroupsList") or ())] if g}
 
 
 def _cleaned(view: View) -> bool:

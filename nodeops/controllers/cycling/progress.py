@@ -35,11 +35,39 @@ class RollState:
 
     def line(self) -> str:
         groups = " ".join(f"{g} {d}/{t}" for g, (d, t) in self.groups.items())
-        return (
+        text = (
             f"[{self.simulated_seconds:7.0f}s] {self.phase:<18} {groups}  in progress "
             f"{self.in_progress}  pods moved {self.pods_moved}  requests failed "
-            f"{self.requests_failed}/{self.requests_sent}"
+            f"{self.requests_failed} of {self.requests_sent}"
         )
+        if self.message:
+            text += f"\n{'':11}{self.message}"
+        return text
+
+
+def _first_reason(message: str) -> str:
+    """The first thing a message says is in the way: a drain's message is a header ("Drain not
+    completed yet ...:") and a bullet per pod; the first bullet says it."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    bullets = [line[2:] for line in lines if line.startswith("* ")]
+    return (bullets or lines or [""])[0]
+
+
+def _waiting_for(status: Mapping[str, Any], children: Sequence[Mapping[str, Any]]) -> str:
+    """Why the roll is not further along, in one line: what blocks the request, or else what
+    the first node being replaced waits for."""
+    for cond in status.get("conditions") or ():
+        if cond.get("type") == "Blocked" and cond.get("status") == "True" and cond.get("message"):
+            return _first_reason(str(cond["message"]))
+    if status.get("message"):
+        return _first_reason(str(status["message"]))
+    for child in sorted(children, key=lambda c: str((c.get("spec") or {}).get("nodeName"))):
+        child_status = child.get("status") or {}
+        if child_status.get("phase") in ("Successful", "Failed") or not child_status.get("message"):
+            continue
+        node = (child.get("spec") or {}).get("nodeName")
+        return f"{node} ({child_status.get('phase')}): {_first_reason(child_status['message'])}"
+    return ""
 
 
 def roll_state(
@@ -62,14 +90,6 @@ def roll_state(
         group = str(entry.get("nodeGroupName"))
         d, t = groups.get(group, (0, 0))
         groups[group] = (d + (entry.get("name") in done), t + 1)
-    blocked = next(
-        (
-            c.get("message", "")
-            for c in status.get("conditions") or ()
-            if c.get("type") == "Blocked" and c.get("status") == "True"
-        ),
-        "",
-    )
     return RollState(
         phase=status.get("phase") or "Pending",
         groups=dict(sorted(groups.items())),
@@ -77,7 +97,13 @@ def roll_state(
         pods_moved=pods_moved,
         requests_sent=requests_sent,
         requests_failed=requests_failed,
-        message=status.get("message") or blocked,
+        message=_waiting_for(status, children)[:200]
+        if status.get("phase")
+        not in (
+            "Successful",
+            "Failed",
+        )
+        else str(status.get("message") or "")[:200],
         simulated_seconds=simulated_seconds,
     )
 
@@ -127,7 +153,7 @@ class RollView:
             f"{state.requests_sent}   simulated {state.simulated_seconds:.0f}s"
         )
         if state.message:
-            text += f"\n{state.message[:200]}"
+            text += f"\n{state.message}"
         self._status.plain = text
 
     def close(self) -> None:

@@ -45,6 +45,11 @@ class CyclingSettings(BaseModel):
         description="start the next batch when at most this share of concurrency is still busy "
         "(Cyclops: 0.5; 0 waits for the batch, so every batch is full)",
     )
+    wait_for_load_balancers: bool = Field(
+        default=True,
+        description="detach a batch only once the load balancers it leaves have another "
+        "healthy target (needs the provider's load balancer read permissions)",
+    )
     delete_cnr: bool = Field(default=False, description="delete Successful requests after expiry")
     delete_cnr_expiry: float = Field(default=604800.0, gt=0, description="168h")
     slack_channel: str | None = Field(default=None, description="Slack channel ID to notify")

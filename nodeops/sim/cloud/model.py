@@ -101,6 +101,8 @@ class SimInstance:
     group: str | None
     lifecycle: str
     protected: bool = False
+    termination_protected: bool = False
+    """EC2's DisableApiTermination: terminating the instance is refused."""
     due: float | None = None
     """When the current transition (boot, detach, shutdown, node removal) is over."""
     node_created: bool = False

@@ -35,7 +35,8 @@ Instances (EC2)::
                 once out of every group), "launchedIn", "zone", "lifecycleState" (Pending,
                 InService, Detaching, Detached, Terminating, Terminated), "state" (pending,
                 running, shutting-down, terminated), "healthStatus", "launchVersion",
-                "outOfDate", "protectedFromScaleIn", "privateIp", "privateDnsName" (the node
+                "outOfDate", "protectedFromScaleIn", "terminationProtected" (DELETE answers
+                400 `OperationNotPermitted`), "privateIp", "privateDnsName" (the node
                 name), "launchTime", "terminateTime"}
 
 Load balancers (classic load balancers and target groups)::
@@ -374,8 +375,9 @@ class _Api:
         iid = body.get("instanceId")
         if not isinstance(iid, str) or not iid:
             raise _bad("instanceId must be an instance ID")
-        registration = self.state.register(request.match_info["name"], iid, _port(body.get("port")))
-        return target_view(self.state, registration)
+        name = request.match_info["name"]
+        registration = self.state.register(name, iid, _port(body.get("port")))
+        return target_view(self.state, registration, name)
 
     async def deregister(self, request: web.Request) -> Obj:
         port = _port(request.query.get("port"))

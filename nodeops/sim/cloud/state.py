@@ -71,6 +71,10 @@ class CloudState:
         self.load_balancers: dict[str, SimLoadBalancer] = {}
         self.used_ips: set[str] = set()
         self._listeners: list[Callable[[], None]] = []
+        self.health_checks: Callable[[str, str, int], str | None] | None = None
+        """What a load balancer's health checks say of a registration (load balancer, instance,
+        port): "initial", "healthy" or "unhealthy", or None when nothing checks it. Set by the
+        traffic simulator, whose flows run the checks."""
 
     def subscribe(self, listener: Callable[[], None]) -> None:
         """Call `listener` after every change made through the API (the loop's wake-up)."""
@@ -333,6 +337,12 @@ class CloudState:
         instance = self.instance(iid)
         if instance.lifecycle in (TERMINATING, TERMINATED):
             return instance
+        if instance.termination_protected:
+            raise CloudError(
+                400,
+                "OperationNotPermitted",
+                f"the instance {iid} may not be terminated: its termination protection is on",
+            )
         self._terminate(instance)
         self._changed()
         return instance

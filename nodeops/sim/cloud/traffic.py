@@ -231,6 +231,16 @@ class TrafficSimulator:
         self._gone: dict[str, float] = {}
         self._stopped_machines: dict[str, float] = {}
         self._wake = asyncio.Event()
+        state.health_checks = self.health_of
+
+    def health_of(self, load_balancer: str, instance_id: str, port: int) -> str | None:
+        """The health checks' verdict on a registration, as the load balancer's API reports it;
+        None when no flow runs through the load balancer (nothing checks its targets)."""
+        flow = self.flows.get(load_balancer)
+        if flow is None or flow.stopped_at is not None:
+            return None
+        health = flow.health.get((instance_id, port))
+        return health.state if health is not None else "initial"
 
     def now(self) -> float:
         return self.state.now()

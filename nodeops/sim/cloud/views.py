@@ -38,6 +38,7 @@ def instance_view(state: CloudState, instance: SimInstance) -> Obj:
         "launchVersion": instance.launch_version,
         "outOfDate": state.out_of_date(instance),
         "protectedFromScaleIn": instance.protected,
+        "terminationProtected": instance.termination_protected,
         "privateIp": instance.private_ip,
         "privateDnsName": instance.node_name,
         "launchTime": _time(instance.launched_at),
@@ -60,8 +61,9 @@ def group_view(state: CloudState, group: SimNodeGroup) -> Obj:
     }
 
 
-def _target_state(state: CloudState, registration: Registration) -> str:
-    """A target group's health states; a simulated instance is healthy once in service."""
+def _target_state(state: CloudState, registration: Registration, lb: str | None) -> str:
+    """A target group's health states: what its health checks say when traffic flows through
+    it (they check the node's endpoints), else healthy once the instance is in service."""
     if registration.draining:
         return "draining"
     instance = state.instances.get(registration.instance_id)
@@ -69,14 +71,21 @@ def _target_state(state: CloudState, registration: Registration) -> str:
         return "unused"
     if instance.lifecycle == PENDING:
         return "initial"
-    return "healthy" if instance.running else "unhealthy"
+    if not instance.running:
+        return "unhealthy"
+    checked = (
+        state.health_checks(lb, registration.instance_id, registration.port)
+        if lb is not None and state.health_checks is not None
+        else None
+    )
+    return checked or "healthy"
 
 
-def target_view(state: CloudState, registration: Registration) -> Obj:
+def target_view(state: CloudState, registration: Registration, lb: str | None = None) -> Obj:
     return {
         "instanceId": registration.instance_id,
         "port": registration.port,
-        "state": _target_state(state, registration),
+        "state": _target_state(state, registration, lb),
         "registeredAt": _time(registration.registered_at),
         "drainingUntil": _time(registration.draining_until),
     }
@@ -97,5 +106,5 @@ def load_balancer_view(
         "nodeGroups": list(lb.node_groups),
         "deregistrationDelaySeconds": lb.deregistration_delay,
         "tags": dict(lb.tags),
-        "targets": [target_view(state, r) for r in registrations],
+        "targets": [target_view(state, r, lb.name) for r in registrations],
     }

@@ -168,3 +168,52 @@ async def test_a_batch_waits_until_its_pods_fit() -> None:
         assert await children(w, "fits") == []
         await w.client.delete(PODS, "pinned", "shop", grace_period=0)
         await wait_phase(w, "fits", "Successful")
+
+
+async def test_a_budget_counts_the_nodes_of_every_request() -> None:
+    """Two requests, one per cloud group, under one NodeGroup budget of one node: never more
+    than one node of the two groups is being replaced at a time."""
+    async with world(scenario(4, groups=2)) as w:
+        assert w.client is not None
+        shared = nodegroup("both", [{"nodes": 1}])
+        shared["spec"]["nodeGroupsList"] = ["workers-b"]
+        await w.client.create(NODEGROUPS, shared)
+        for name, group in (("left", "workers-a"), ("right", "workers-b")):
+            await w.create_request(request(name, [group], cycleSettings={"concurrency": 2}))
+        peak = 0
+        phases: dict[str, str] = {}
+        while set(phases.values()) - {"Successful", "Failed"} or len(phases) < 2:
+            busy = 0
+            for name in ("left", "right"):
+                status = (await w.request(name) or {}).get("status") or {}
+                phases[name] = status.get("phase") or ""
+                busy += int((status.get("progress") or {}).get("inProgress") or 0)
+            peak = max(peak, busy)
+            await asyncio.sleep(0.02)
+        assert phases == {"left": "Successful", "right": "Successful"}
+        assert peak == 1
+
+
+@pytest.mark.parametrize("effect", ["Off", "NoSchedule"])
+async def test_the_taint_of_nodes_still_to_be_replaced_is_configurable(effect: str) -> None:
+    async with world(scenario(3)) as w:
+        await w.create_request(
+            request(
+                "tainting",
+                GROUP,
+                cycleSettings={"concurrency": 1, "pendingNodeTaint": effect},
+            )
+        )
+        seen: set[str] = set()
+        while True:
+            for node in await nodes(w):
+                for taint in node["spec"].get("taints") or ():
+                    if taint["key"] == CYCLE_TAINT:
+                        seen.add(taint["effect"])
+            status = (await w.request("tainting") or {}).get("status") or {}
+            if status.get("phase") in ("Successful", "Failed"):
+                break
+            await asyncio.sleep(0.02)
+        assert status["phase"] == "Successful"
+        assert seen == (set() if effect == "Off" else {"NoSchedule"})
+        assert_clean(await nodes(w))

@@ -36,3 +36,18 @@ async def test_a_roll_replaces_every_node() -> None:
             'nodeops_cycling_transitions_total{kind="CycleNodeRequest",phase="Successful"}' in text
         )
         assert "nodeops_cycling_nodes_cycled_total" in text
+
+
+async def test_no_request_is_lost_between_batches() -> None:
+    """Clients send requests through a load balancer whose health checks pass a node only
+    while it runs a ready endpoint of the Service. A batch is detached (and so leaves the load
+    balancer) only once another target is healthy: not while the previous batch's replacements
+    are still being checked, which would leave the load balancer nothing to send to."""
+    scenario = demo_scenario(6, groups=2, boot_seconds=60, grace_seconds=2)
+    async with world(scenario, traffic={"web": "shop/web"}) as w:
+        await w.create_request(request("served", group_names(2), cycleSettings={"concurrency": 3}))
+        done = await wait_phase(w, "served", ("Successful", "Failed"), timeout=240)
+        assert done["status"]["phase"] == "Successful", done["status"]
+        assert w.requests_sent > 0
+        assert w.requests_failed == 0
+        assert w.record.violations == []

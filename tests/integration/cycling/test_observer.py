@@ -124,3 +124,30 @@ async def test_outdated_ondelete_daemonset_pods() -> None:
         )
         assert request["spec"]["nodeNames"] == [n["metadata"]["name"] for n in await nodes(w)]
         await wait_phase(w, o.name(request), "Successful")
+
+
+async def test_failed_requests_block_a_group_beyond_its_allowance() -> None:
+    from .harness import request
+
+    async with world(scenario(2), observer={**OBSERVER, "check_interval": 1e6}) as w:
+        assert w.client is not None
+        group = nodegroup("a", "workers-a")
+        await w.client.create(NODEGROUPS, group)
+        # A request of the group that failed (a named node that does not exist).
+        await w.create_request(request("broken", ["workers-a"], nodeNames=["ghost"]))
+        await wait_phase(w, "broken", "Failed")
+        w.sim.cloud.state.update_group("workers-a", launch_version="2")
+        assert w.observer is not None
+        # maxFailedCycleNodeRequests 0: one Failed request is one too many.
+        assert await w.observer.observe() == []
+        assert [o.name(r) for r in await requests_of(w)] == ["broken"]
+        await w.client.patch(NODEGROUPS, "a", {"spec": {"maxFailedCycleNodeRequests": 1}})
+        (made,) = await w.observer.observe()
+        assert o.name(made).startswith("observer-a-")
+        await wait_phase(w, o.name(made), "Successful")
+        # The success deletes the failed request made before it: the group is unblocked.
+
+        async def only_the_success() -> bool:
+            return [o.name(r) for r in await requests_of(w)] == [o.name(made)]
+
+        await until(only_the_success, timeout=60, what="the failed request deleted")

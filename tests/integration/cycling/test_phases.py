@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from prometheus_client import generate_latest
+
 from nodeops.controllers.cycling.keys import (
     ANNOTATION_MANAGED,
     NODE_FINALIZER,
@@ -14,7 +16,8 @@ from nodeops.controllers.cycling.keys import (
     SCALE_DOWN_DISABLED,
 )
 from nodeops.kube import errors
-from nodeops.kube.resources import EVENTS, NODES, PODS
+from nodeops.kube.metrics import REGISTRY
+from nodeops.kube.resources import EVENTS, NODES, PDBS, PODS
 from nodeops.sim.cloud.model import DETACHED, IN_SERVICE
 from tests.waiting import until
 
@@ -247,3 +250,160 @@ async def test_a_request_waits_for_another_cycling_the_same_nodes() -> None:
         # The second selected the replacements the first left, not the same old nodes.
         old = {n["name"] for n in first["status"]["nodesToTerminate"]}
         assert not old & {n["name"] for n in second["status"]["nodesToTerminate"]}
+
+
+def _pod(name: str, node: str, labels: dict[str, str], annotations: dict[str, str]) -> Any:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "shop",
+            "labels": labels,
+            "annotations": annotations,
+        },
+        "spec": {
+            "nodeName": node,
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "c", "image": "busybox"}],
+        },
+    }
+
+
+async def test_healing_leaves_nodes_still_being_replaced_to_their_cycle() -> None:
+    """One node of a batch fails while the other still waits for its pod: Healing puts back the
+    failed one at once, but the other stays cordoned and detached until its replacement is done,
+    and only then is the request Failed."""
+    # Only the pods below: the second node's drain, once its pod is done, has nothing to wait for.
+    async with world(scenario(2, workloads=lambda _: [])) as w:
+        assert w.client is not None
+        first, second = sorted(n["metadata"]["name"] for n in await nodes(w))
+        # `first` cannot be drained (a budget allowing no disruption of its pod); `second` has a
+        # pod that must finish on its own.
+        await w.client.create(
+            PODS, _pod("stuck", first, {"app": "stuck", "in-lb": "yes"}, {}), "shop"
+        )
+        await w.client.create(
+            PDBS,
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": "stuck", "namespace": "shop"},
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "stuck"}}},
+            },
+            "shop",
+        )
+        await w.client.create(
+            PODS,
+            _pod("job", second, {"app": "job"}, {"nodeops.dev/do-not-disrupt": "true"}),
+            "shop",
+        )
+        await w.create_request(
+            request(
+                "split",
+                GROUP,
+                cycleSettings={
+                    "method": "Wait",
+                    "concurrency": 2,
+                    "labelsToRemove": ["in-lb"],
+                    "drainDeadline": "30s",
+                    "onDrainDeadline": "Fail",
+                },
+            )
+        )
+        healing = await wait_phase(w, "split", "Healing", timeout=120)
+        assert "not drained within its drain deadline" in healing["status"]["message"]
+
+        async def first_put_back() -> bool:
+            node = await w.client.get(NODES, first)  # type: ignore[union-attr]
+            return not node["spec"].get("unschedulable") and NODE_FINALIZER not in (
+                node["metadata"].get("finalizers") or ()
+            )
+
+        await until(first_put_back, timeout=60, what=f"{first} put back")
+        state = w.sim.cloud.state
+        by_node = {i.node_name: i for i in state.instances.values()}
+        assert (by_node[first].group, by_node[first].lifecycle) == ("workers-a", IN_SERVICE)
+        # The label went before the drain began.
+        stuck = await w.client.get(PODS, "stuck", "shop")
+        assert "in-lb" not in stuck["metadata"]["labels"]
+        # `second` is still being replaced: not re-attached, still cordoned, request not Failed.
+        await asyncio.sleep(1)
+        still = await w.client.get(NODES, second)
+        assert still["spec"].get("unschedulable")
+        assert by_node[second].group is None
+        assert (await w.request("split") or {})["status"]["phase"] == "Healing"
+        phases = {c["spec"]["nodeName"]: c["status"]["phase"] for c in await children(w, "split")}
+        assert phases == {first: "Failed", second: "WaitingPods"}
+        # Its pod finishes: the node is replaced after all, and the request ends Failed.
+        await w.client.delete(PODS, "job", "shop", grace_period=0)
+        failed = await wait_phase(w, "split", "Failed", timeout=120)
+        phases = {c["spec"]["nodeName"]: c["status"]["phase"] for c in await children(w, "split")}
+        assert phases == {first: "Failed", second: "Successful"}
+        assert second not in {n["metadata"]["name"] for n in await nodes(w)}
+        assert not [i for i, (_, s) in (await instance_states(w)).items() if s == DETACHED]
+        assert_clean(await nodes(w))
+        assert w.record.violations == []
+        assert failed["status"]["progress"]["failed"] == 1
+        # Metrics: the failure by its reason, and how long the phases took.
+        text = generate_latest(REGISTRY).decode()
+        assert (
+            'nodeops_cycling_failures_total{kind="CycleNodeStatus",reason="DrainDeadline"}' in text
+        )
+        assert 'nodeops_cycling_failures_total{kind="CycleNodeRequest",reason="NodeFailed"}' in text
+        assert (
+            'nodeops_cycling_phase_duration_seconds_count{kind="CycleNodeStatus",'
+            'phase="WaitingPods"}' in text
+        )
+        assert 'nodeops_cycling_requests{phase="Failed"}' in text
+
+
+async def test_progress_is_driven_by_events_not_by_polling() -> None:
+    """With the retry interval of every phase far longer than the test, a roll still goes
+    through: each step is started by what it waits for (a child's phase, a node, the cloud
+    poller), not by a timer."""
+    async with world(scenario(3), settings={"check_interval": 1e6}) as w:
+        await w.create_request(request("evented", GROUP, cycleSettings={"concurrency": 2}))
+        done = await wait_phase(w, "evented", ("Successful", "Failed"), timeout=120)
+        assert done["status"]["phase"] == "Successful", done["status"]
+        assert done["status"]["progress"]["cycled"] == 3
+
+
+async def test_pending_gives_up_when_the_cloud_and_the_cluster_never_agree() -> None:
+    async with world(scenario(2), settings={"equilibrium_wait_limit": 60.0}) as w:
+        state = w.sim.cloud.state
+        # The group launches an instance that never registers its node.
+        group = state.groups["workers-a"]
+        group.spec = group.spec.model_copy(update={"boot_seconds": 1e6})
+        state.update_group("workers-a", desired=group.desired + 1)
+        await w.create_request(request("uneven", GROUP))
+        failed = await wait_phase(w, "uneven", "Failed", timeout=120)
+        assert "did not agree within 60s" in failed["status"]["message"]
+        assert "has no node yet" in failed["status"]["message"]
+        # Nothing was touched.
+        assert await children(w, "uneven") == []
+        assert_clean(await nodes(w))
+
+
+async def test_an_instance_that_cannot_be_terminated_is_not_put_back_without_its_node() -> None:
+    """A node is drained and deleted, then its instance refuses to terminate: Healing must not
+    re-attach it (its group would count a machine with no node as capacity)."""
+    async with world(scenario(2, workloads=lambda _: [])) as w:
+        assert w.client is not None
+        state = w.sim.cloud.state
+        for iid in state.groups["workers-a"].members:
+            state.instances[iid].termination_protected = True
+        await w.create_request(request("stuck", GROUP, cycleSettings={"concurrency": 1}))
+        failed = await wait_phase(w, "stuck", "Failed", timeout=120)
+        assert "OperationNotPermitted" in failed["status"]["message"]
+        (child,) = await children(w, "stuck")
+        gone = child["spec"]["nodeName"]
+        instance = next(i for i in state.instances.values() if i.node_name == gone)
+        assert instance.group is None, "a node-less instance was put back into its group"
+        group = state.groups["workers-a"]
+        members = [state.instances[i] for i in group.members]
+        assert all(m.lifecycle == IN_SERVICE and not m.node_gone for m in members)
+        assert w.client is not None
+        events, _ = await w.client.list(EVENTS, NS)
+        assert any(e.get("reason") == "InstanceLeftDetached" for e in events)
+        assert_clean(await nodes(w))

@@ -230,3 +230,40 @@ async def test_deregistering_first_loses_no_request(sim: Sim) -> None:
 async def _sent_after(sim: Sim, more: int) -> bool:
     flow = await sim.flow()
     return bool(flow["succeeded"] >= 30 + more)
+
+
+async def test_the_load_balancer_reports_what_its_health_checks_say(sim: Sim) -> None:
+    """As a target group's DescribeTargetHealth does: once a flow's checks run, a target is
+    `initial` until they pass, and `unhealthy` once its node has no ready endpoint (Local)."""
+
+    async def states() -> dict[str, str]:
+        data = await sim.call("GET", "/sim/cloud/loadbalancers/ingress-lb/targets")
+        return {t["instanceId"]: t["state"] for t in data["targets"]}
+
+    # Nothing checks the targets yet: in service means healthy.
+    assert set((await states()).values()) == {"healthy"}
+    await sim.call("POST", "/sim/cloud/traffic", FLOW)
+    assert set((await states()).values()) == {"initial"}
+    await until(
+        lambda: _all(states, "healthy"), timeout=30, what="the targets to pass their checks"
+    )
+    flow = await sim.flow()
+    node = next(iter(flow["nodes"]))
+    pod = await sim.ingress_pod(node)
+    assert pod is not None
+    # The node's endpoint goes (its DaemonSet no longer runs there): the checks notice.
+    await sim.call(
+        "PATCH",
+        f"/api/v1/nodes/{node}",
+        {"spec": {"taints": [{"key": "off", "effect": "NoExecute"}]}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    await until(lambda: _any(states, "unhealthy"), timeout=30, what="a target judged unhealthy")
+
+
+async def _all(states: Any, value: str) -> bool:
+    return set((await states()).values()) == {value}
+
+
+async def _any(states: Any, value: str) -> bool:
+    return value in (await states()).values()
