@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from nodeops.common.selectors import FieldSelector, LabelSelector
-from nodeops.sim.clock import Clock
+from nodeops.sim.clock import Clock, parse_time
 from nodeops.sim.server import errors, validation
 from nodeops.sim.server.conversion import from_storage, needs_conversion, to_storage
 from nodeops.sim.server.defaults import (
@@ -661,8 +661,14 @@ class Registry:
             now = self.clock.now()
             if meta.get("deletionTimestamp"):
                 current = meta.get("deletionGracePeriodSeconds")
-                if grace > 0 and current is not None and grace < int(current):
-                    meta["deletionTimestamp"] = _rfc3339(now + timedelta(seconds=grace))
+                # Only a shorter grace period may be given; 0 for a pod kept by finalizers
+                # records that nothing is left to wait for (kubelet's final delete).
+                if current is not None and grace < int(current) and (grace > 0 or finalizers):
+                    # The deadline moves by the difference, from when the deletion started.
+                    started = parse_time(meta["deletionTimestamp"]) - timedelta(
+                        seconds=int(current)
+                    )
+                    meta["deletionTimestamp"] = _rfc3339(started + timedelta(seconds=grace))
                     meta["deletionGracePeriodSeconds"] = grace
                     changed = True
                 elif grace == 0 and not finalizers and rt.kind == "Pod" and rt.group == "":
