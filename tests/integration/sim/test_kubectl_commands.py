@@ -226,3 +226,18 @@ async def test_get_watch_then_delete(kubectl: Kubectl) -> None:
     assert 'configmap "watched" deleted' in out
     out = await k.run("get", "configmap", "watched", ok=False)
     assert "NotFound" in out
+
+
+async def test_explain_custom_resources(kubectl: Kubectl) -> None:
+    k = kubectl
+    await k.run("apply", "-f", str(CRDS / "nodeops.dev_nodegroups.yaml"))
+
+    async def explained() -> str | None:
+        out = await k.run("explain", "nodegroup.spec.cycleSettings.method", ok=False)
+        return out if "FIELD: method <string>" in out else None
+
+    out = await until(explained, what="kubectl explain of a nodeops CRD field")
+    assert "KIND:       NodeGroup" in out
+    assert "Drain" in out and "Wait" in out  # the enum
+    fields = await k.run("explain", "nodegroups.spec")
+    assert "cycleSettings\t<Object> -required-" in fields
