@@ -20,7 +20,15 @@ import yaml
 from aiohttp import web
 
 from nodeops.common.selectors import SelectorError, parse_field_selector, parse_label_selector
-from nodeops.sim.server import discovery, errors, listoptions, openapi, protobuf, subresources
+from nodeops.sim.server import (
+    discovery,
+    errors,
+    listoptions,
+    openapi,
+    protobuf,
+    reviews,
+    subresources,
+)
 from nodeops.sim.server.accounting import RequestStats
 from nodeops.sim.server.auth import (
     ADMIN_USER,
@@ -288,6 +296,8 @@ class ApiHttp:
             raise errors.ApiError(
                 404, "NotFound", "the server could not find the requested resource"
             )
+        if (rt.group, rt.plural) in reviews.KINDS:
+            return await self._review(request, req, rt)
         q = request.query
         dry_run = q.get("dryRun") == "All"
         ns = req.namespace
@@ -333,6 +343,17 @@ class ApiHttp:
                 }
             )
         raise errors.method_not_allowed()
+
+    async def _review(
+        self, request: web.Request, req: Request, rt: ResourceType
+    ) -> web.StreamResponse:
+        if req.verb != "create" or req.subresource:
+            raise errors.method_not_allowed()
+        body = await self._body(request)
+        user = self._authenticate(request)
+        if (rt.group, rt.plural) == reviews.ACCESS:
+            return self._json(reviews.access_review(self.authz, user, body), 201)
+        return self._json(reviews.whoami(user, body), 201)
 
     async def _subresource(
         self, request: web.Request, req: Request, rt: ResourceType, dry_run: bool

@@ -102,6 +102,7 @@ _MESSAGES: dict[str, list[tuple[str, int, str]]] = {
         ("spec", 2, "SelfSubjectAccessReviewSpec"),
     ],
     "SelfSubjectRulesReviewSpec": [("namespace", 1, "string")],
+    "SelfSubjectReview": [("metadata", 1, "ObjectMeta"), ("status", 2, "Empty")],
     "SelfSubjectRulesReview": [
         ("metadata", 1, "ObjectMeta"),
         ("spec", 2, "SelfSubjectRulesReviewSpec"),
@@ -280,6 +281,7 @@ KINDS: dict[tuple[str, str], str] = {
     ("authentication.k8s.io/v1", "TokenRequest"): "TokenRequest",
     ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): "SelfSubjectAccessReview",
     ("authorization.k8s.io/v1", "SelfSubjectRulesReview"): "SelfSubjectRulesReview",
+    ("authentication.k8s.io/v1", "SelfSubjectReview"): "SelfSubjectReview",
 }
 
 _Proto = descriptor_pb2.FieldDescriptorProto

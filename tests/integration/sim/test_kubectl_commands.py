@@ -31,8 +31,9 @@ CRDS = ROOT / "manifests" / "crds"
 
 
 class Kubectl:
-    def __init__(self, kubeconfig: Path) -> None:
+    def __init__(self, kubeconfig: Path, sim: SimCluster) -> None:
         self.kubeconfig = kubeconfig
+        self.sim = sim
 
     async def run(self, *args: str, stdin: str | None = None, ok: bool = True) -> str:
         proc = await asyncio.create_subprocess_exec(
@@ -59,7 +60,7 @@ async def _cluster(tmp_path: Path, **options: Any) -> AsyncIterator[Kubectl]:
     sim = SimCluster(SimOptions(nodes=2, instant=True, kube_version=KUBE_VERSION, **options))
     await sim.start()
     try:
-        yield Kubectl(sim.server.write_kubeconfig(tmp_path / "kubeconfig"))
+        yield Kubectl(sim.server.write_kubeconfig(tmp_path / "kubeconfig"), sim)
     finally:
         await sim.stop()
 
@@ -127,11 +128,19 @@ async def test_imperative_create_of_core_kinds(kubectl: Kubectl) -> None:
     await until(ready, timeout=60, what="deployment ready")
 
 
-async def test_create_token_over_tls(tmp_path: Path) -> None:
+async def test_create_token_and_auth_over_tls(tmp_path: Path) -> None:
     async for k in _cluster(tmp_path, rbac=True):
         await k.run("create", "serviceaccount", "viewer")
         token = (await k.run("create", "token", "viewer", "--duration=1h")).strip()
         assert token.count(".") == 2  # a JWT
+        assert (await k.run("auth", "can-i", "list", "pods")).strip() == "yes"
+        assert "kubernetes-admin" in await k.run("auth", "whoami")
+
+        viewer = Kubectl(k.sim.server.write_kubeconfig(tmp_path / "viewer", token=token), k.sim)
+        who = await viewer.run("auth", "whoami")
+        assert "system:serviceaccount:default:viewer" in who
+        assert (await viewer.run("auth", "can-i", "list", "nodes", ok=False)).startswith("no")
+        assert (await viewer.run("auth", "can-i", "get", "/healthz")).strip() == "yes"
 
 
 async def test_get_output_formats_describe_and_api_resources(kubectl: Kubectl) -> None:
