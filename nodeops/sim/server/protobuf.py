@@ -191,6 +191,28 @@ _MESSAGES.update(
             ("hostIP", 5, "string"),
         ],
         "EnvVar": [("name", 1, "string"), ("value", 2, "string")],
+        "VolumeMount": [
+            ("name", 1, "string"),
+            ("readOnly", 2, "bool"),
+            ("mountPath", 3, "string"),
+            ("subPath", 4, "string"),
+            ("mountPropagation", 5, "string"),
+        ],
+        "HostPathVolumeSource": [("path", 1, "string"), ("type", 2, "string")],
+        "EmptyDirVolumeSource": [("medium", 1, "string"), ("sizeLimit", 2, "Quantity")],
+        "VolumeSource": [
+            ("hostPath", 1, "HostPathVolumeSource"),
+            ("emptyDir", 2, "EmptyDirVolumeSource"),
+        ],
+        # Go inlines VolumeSource into Volume's JSON.
+        "Volume": [("name", 1, "string"), ("volumeSource", 2, "VolumeSource^")],
+        "Toleration": [
+            ("key", 1, "string"),
+            ("operator", 2, "string"),
+            ("value", 3, "string"),
+            ("effect", 4, "string"),
+            ("tolerationSeconds", 5, "int64"),
+        ],
         "ResourceRequirements": [
             ("limits", 1, "map:Quantity"),
             ("requests", 2, "map:Quantity"),
@@ -204,19 +226,28 @@ _MESSAGES.update(
             ("ports", 6, "ContainerPort*"),
             ("env", 7, "EnvVar*"),
             ("resources", 8, "ResourceRequirements"),
+            ("volumeMounts", 9, "VolumeMount*"),
+            ("terminationMessagePath", 13, "string"),
             ("imagePullPolicy", 14, "string"),
             ("stdin", 16, "bool"),
             ("stdinOnce", 17, "bool"),
             ("tty", 18, "bool"),
+            ("terminationMessagePolicy", 20, "string"),
         ],
         "PodSpec": [
+            ("volumes", 1, "Volume*"),
             ("containers", 2, "Container*"),
             ("restartPolicy", 3, "string"),
             ("terminationGracePeriodSeconds", 4, "int64"),
             ("nodeSelector", 7, "map"),
             ("serviceAccountName", 8, "string"),
             ("nodeName", 10, "string"),
+            ("hostNetwork", 11, "bool"),
+            ("hostPID", 12, "bool"),
+            ("hostIPC", 13, "bool"),
+            ("tolerations", 22, "Toleration*"),
         ],
+        "Pod": [("metadata", 1, "ObjectMeta"), ("spec", 2, "PodSpec"), ("status", 3, "Empty")],
         "PodTemplateSpec": [("metadata", 1, "ObjectMeta"), ("spec", 2, "PodSpec")],
         # apps/v1
         "DeploymentStrategy": [("type", 1, "string")],
@@ -265,6 +296,12 @@ _MESSAGES.update(
     }
 )
 
+# Message -> fields whose members Go writes into the enclosing object (`json:",inline"`).
+_INLINE: dict[str, frozenset[str]] = {
+    name: frozenset(f for f, _, t in fields if t.endswith("^"))
+    for name, fields in _MESSAGES.items()
+}
+
 # (apiVersion, kind) of a request body -> its message.
 KINDS: dict[tuple[str, str], str] = {
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "RoleBinding",
@@ -276,6 +313,7 @@ KINDS: dict[tuple[str, str], str] = {
     ("v1", "Namespace"): "Namespace",
     ("v1", "ServiceAccount"): "ServiceAccount",
     ("v1", "Service"): "Service",
+    ("v1", "Pod"): "Pod",
     ("apps/v1", "Deployment"): "Deployment",
     ("policy/v1", "PodDisruptionBudget"): "PodDisruptionBudget",
     ("authentication.k8s.io/v1", "TokenRequest"): "TokenRequest",
@@ -310,7 +348,7 @@ def _file() -> descriptor_pb2.FileDescriptorProto:
         msg = f.message_type.add(name=name)
         for json_name, number, ftype in fields:
             repeated = ftype.endswith("*")
-            base = ftype.rstrip("*")
+            base = ftype.rstrip("*^")
             field = msg.field.add(name=json_name, number=number, json_name=json_name)
             if base.startswith("map"):
                 value_type = base.partition(":")[2] or "string"
@@ -413,6 +451,8 @@ def _to_json(msg: Message) -> dict[str, Any]:
             out[field.name] = {k: _value(vfield, v) for k, v in value.items()}
         elif field.is_repeated:
             out[field.name] = [_value(field, v) for v in value]
+        elif field.name in _INLINE.get(msg.DESCRIPTOR.name, ()):
+            out.update(_value(field, value))
         else:
             converted = _value(field, value)
             if converted is not None:

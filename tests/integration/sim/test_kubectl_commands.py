@@ -250,3 +250,16 @@ async def test_explain_custom_resources(kubectl: Kubectl) -> None:
     assert "Drain" in out and "Wait" in out  # the enum
     fields = await k.run("explain", "nodegroups.spec")
     assert "cycleSettings\t<Object> -required-" in fields
+
+
+async def test_debug_node(kubectl: Kubectl) -> None:
+    """`kubectl debug node/...` creates a host-namespaced pod pinned to the node."""
+    k = kubectl
+    out = await k.run("debug", "node/node-0", "--image=busybox:1.36")
+    assert "Creating debugging pod node-debugger-node-0-" in out
+    (pod,) = (await k.json("get", "pods"))["items"]
+    spec = pod["spec"]
+    assert spec["nodeName"] == "node-0"
+    assert spec["hostPID"] and spec["hostNetwork"] and spec["hostIPC"]
+    assert spec["volumes"] == [{"name": "host-root", "hostPath": {"path": "/"}}]
+    assert spec["containers"][0]["volumeMounts"] == [{"name": "host-root", "mountPath": "/host"}]
