@@ -33,7 +33,7 @@ from nodeops.sim.cluster.apiclient import (
 from nodeops.sim.cluster.disruption import DisruptionController
 from nodeops.sim.cluster.gc import GarbageCollector
 from nodeops.sim.cluster.informer import InformerSet
-from nodeops.sim.cluster.kubelet import NODE_LEASE_NAMESPACE, Kubelet
+from nodeops.sim.cluster.kubelet import Kubelet
 from nodeops.sim.cluster.nodelifecycle import NodeLifecycle
 from nodeops.sim.cluster.podgc import PodGC
 from nodeops.sim.cluster.runtime import supervise
@@ -132,7 +132,7 @@ class ClusterLoops:
                 clock,
                 self._client("nodelifecycle"),
                 nodes,
-                informers.get(LEASES, NODE_LEASE_NAMESPACE),
+                informers.get(LEASES),
                 grace_seconds=self.node_grace_seconds,
             )
             runs.append(("nodelifecycle", self.nodelifecycle.run))
@@ -154,8 +154,10 @@ class ClusterLoops:
             owned = [
                 informers.get(r) for r in (PODS, REPLICASETS, DEPLOYMENTS, STATEFULSETS, DAEMONSETS)
             ]
-            owned += [nodes, informers.get(LEASES, NODE_LEASE_NAMESPACE)]
-            self.gc = GarbageCollector(clock, self._client("gc"), owned)
+            owned += [nodes, informers.get(LEASES)]
+            # Everything else discovery lists (ConfigMaps, Secrets, custom resources, ...) is
+            # watched by the collector itself, as it appears.
+            self.gc = GarbageCollector(clock, self._client("gc"), owned, discover=informers)
             runs.append(("gc", self.gc.run))
         if "podgc" in self.components:
             self.podgc = PodGC(clock, self._client("podgc"), pods, nodes)

@@ -39,6 +39,7 @@ from nodeops.common.apierrors import (
 )
 from nodeops.common.gcpause import paused_gc
 from nodeops.common.resources import (
+    CRDS,
     DAEMONSETS,
     DEPLOYMENTS,
     LEASES,
@@ -52,6 +53,7 @@ from nodeops.common.resources import (
 )
 
 __all__ = [
+    "CRDS",
     "DAEMONSETS",
     "DEPLOYMENTS",
     "KNOWN_RESOURCES",

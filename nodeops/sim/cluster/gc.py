@@ -9,30 +9,38 @@ owner's.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import aiohttp
+
 from nodeops.sim.clock import Clock
 from nodeops.sim.cluster.apiclient import (
+    CRDS,
     ApiClient,
+    ApiError,
     Conflict,
     NotFound,
     Obj,
     Resource,
     resource_for,
 )
+from nodeops.sim.cluster.discovery import deletable_resources, group_of
 from nodeops.sim.cluster.indexes import BY_OWNER, BY_UID, owner_uids, uid
-from nodeops.sim.cluster.informer import Handler, Informer, key_of
+from nodeops.sim.cluster.informer import Handler, Informer, InformerSet, key_of
 from nodeops.sim.cluster.runtime import Controller
 from nodeops.sim.cluster.scheduling import is_deleting
+
+_UNOBSERVED_RECHECK_SECONDS = 1.0
 
 FOREGROUND = "foregroundDeletion"
 ORPHAN = "orphan"
 
 Role = Literal["dependent", "owner"]
 GCKey = tuple[Role, str, str, str]
-"""(role, plural, namespace, name)."""
+"""(role, resource key as in `Resource.key`, namespace, name)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +50,7 @@ class OwnerState:
     ref: Mapping[str, Any]
     exists: bool
     waiting: bool = False  # being deleted in the foreground: its dependents must go first
+    unobserved: bool = False  # alive by a live GET (or of a kind not known yet), in no cache
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +112,14 @@ def without_owner(refs: Sequence[Mapping[str, Any]], owner_uid: str) -> list[Obj
 
 
 class GarbageCollector(Controller[GCKey]):
+    """kube-controller-manager's garbage collector over the simulator's shared caches.
+
+    Given an `InformerSet`, it watches every resource discovery lists as deletable (custom
+    resources included, ConfigMaps and Secrets alike) and rediscovers whenever a
+    CustomResourceDefinition changes, as the real collector's monitors follow discovery. The
+    `informers` given are watched from the start and must sync before the first decision.
+    """
+
     name = "gc"
 
     def __init__(
@@ -112,23 +129,89 @@ class GarbageCollector(Controller[GCKey]):
         informers: Sequence[Informer],
         *,
         workers: int = 4,
+        discover: InformerSet | None = None,
     ) -> None:
         super().__init__(clock, workers=workers)
         self.client = client
-        self.informers = list(informers)
-        self._by_plural: dict[str, Informer] = {}
-        for inf in self.informers:
-            self._by_plural[inf.resource.plural] = inf
-            inf.add_index(BY_OWNER, owner_uids)
-            inf.add_index(BY_UID, uid)
-            inf.add_handler(self._handler(inf))
+        self.informers: list[Informer] = []
+        self._by_key: dict[str, Informer] = {}
+        self._kinds: dict[tuple[str, str], Resource] = {}
+        self._discovered: dict[str, Informer] = {}
+        for inf in informers:
+            self._track(inf)
         # Deciding before every cache is full would mean a live GET per "missing" owner.
         self.needs(*self.informers)
+        self._set = discover
+        self._rediscover = asyncio.Event()
+        self._discovering = asyncio.Lock()  # a stale answer must not undo a newer one
+        if discover is not None:
+            crds = discover.get(CRDS)
+            self.needs(crds)
+            crds.add_handler(lambda old, new: self._rediscover.set(), replay=False)
+
+    def _track(self, inf: Informer) -> None:
+        res = inf.resource
+        if res.key in self._by_key:
+            return
+        self._by_key[res.key] = inf
+        self._kinds[(res.group, res.kind)] = res
+        self.informers.append(inf)
+        inf.add_index(BY_OWNER, owner_uids)
+        inf.add_index(BY_UID, uid)
+        inf.add_handler(self._handler(inf))
+
+    async def run(self) -> None:
+        if self._set is None:
+            await super().run()
+            return
+        await self.sync_resources()
+        await asyncio.gather(super().run(), self._follow_discovery())
+
+    async def sync_resources(self) -> None:
+        """Watch what discovery newly lists; stop watching what it no longer does."""
+        async with self._discovering:
+            await self._sync_resources()
+
+    async def _sync_resources(self) -> None:
+        assert self._set is not None
+        wanted = await deletable_resources(self.client)
+        keys = {r.key for r in wanted}
+        for res in wanted:
+            if res.key not in self._by_key:
+                inf = self._set.get(res)
+                self._discovered[res.key] = inf
+                self._track(inf)
+        for key, inf in list(self._discovered.items()):
+            if key in keys:
+                continue
+            del self._discovered[key]
+            del self._by_key[key]
+            self._kinds.pop((inf.resource.group, inf.resource.kind), None)
+            self.informers.remove(inf)
+            await self._set.discard(inf.resource)
+
+    async def _follow_discovery(self) -> None:
+        while True:
+            await self._rediscover.wait()
+            self._rediscover.clear()
+            try:
+                await self.sync_resources()
+            except (ApiError, aiohttp.ClientError, TimeoutError) as exc:
+                self.log.warning("discovery: %s; retrying", exc)
+                await asyncio.sleep(1.0)
+                self._rediscover.set()
+
+    def _synced(self) -> bool:
+        return all(inf.synced.is_set() for inf in self.informers)
+
+    def _resource_of(self, ref: Mapping[str, Any]) -> Resource | None:
+        api_version, kind = str(ref.get("apiVersion") or ""), str(ref.get("kind") or "")
+        return self._kinds.get((group_of(api_version), kind)) or resource_for(api_version, kind)
 
     # -- events ---------------------------------------------------------------------------------
 
     def _handler(self, inf: Informer) -> Handler:
-        plural = inf.resource.plural
+        res_key = inf.resource.key
 
         def handle(old: Obj | None, new: Obj | None) -> None:
             if new is None:
@@ -141,7 +224,7 @@ class GarbageCollector(Controller[GCKey]):
             old_meta = (old or {}).get("metadata") or {}
             old_refs = old_meta.get("ownerReferences") or []
             if refs and (old is None or old_refs != refs):
-                self.queue.add(("dependent", plural, ns, name))
+                self.queue.add(("dependent", res_key, ns, name))
             if old_refs and old_refs != refs:
                 # A reference dropped (orphaning): the owner may be waiting for exactly that.
                 kept = {r.get("uid") for r in refs or []}
@@ -149,7 +232,7 @@ class GarbageCollector(Controller[GCKey]):
             if meta.get("deletionTimestamp"):
                 finalizers = meta.get("finalizers") or []
                 if FOREGROUND in finalizers or ORPHAN in finalizers:
-                    self.queue.add(("owner", plural, ns, name))
+                    self.queue.add(("owner", res_key, ns, name))
                 if not old_meta.get("deletionTimestamp"):
                     self._owners_changed(refs or [])
 
@@ -157,9 +240,9 @@ class GarbageCollector(Controller[GCKey]):
 
     def _on_gone(self, obj: Obj) -> None:
         gone_uid = (obj.get("metadata") or {}).get("uid") or ""
-        for d_plural, d in self._dependents(gone_uid):
+        for d_key, d in self._dependents(gone_uid):
             ns, name = key_of(d)
-            self.queue.add(("dependent", d_plural, ns, name))
+            self.queue.add(("dependent", d_key, ns, name))
         self._owners_changed((obj.get("metadata") or {}).get("ownerReferences") or [])
 
     def _owners_changed(self, refs: Sequence[Mapping[str, Any]]) -> None:
@@ -168,16 +251,16 @@ class GarbageCollector(Controller[GCKey]):
             found = self._find_uid(str(ref.get("uid") or ""))
             if found is None:
                 continue
-            plural, owner = found
+            res_key, owner = found
             if is_deleting(owner):
                 ns, name = key_of(owner)
-                self.queue.add(("owner", plural, ns, name))
+                self.queue.add(("owner", res_key, ns, name))
 
     def _dependents(self, owner_uid: str) -> list[tuple[str, Obj]]:
         out: list[tuple[str, Obj]] = []
         for inf in self.informers:
             for d in inf.by_index(BY_OWNER, owner_uid):
-                out.append((inf.resource.plural, d))
+                out.append((inf.resource.key, d))
         return out
 
     def _find_uid(self, target: str) -> tuple[str, Obj] | None:
@@ -186,35 +269,41 @@ class GarbageCollector(Controller[GCKey]):
         for inf in self.informers:
             found = inf.by_index(BY_UID, target)
             if found:
-                return inf.resource.plural, found[0]
+                return inf.resource.key, found[0]
         return None
 
     # -- work -----------------------------------------------------------------------------------
 
     async def reconcile(self, key: GCKey) -> float | None:
-        role, plural, ns, name = key
-        inf = self._by_plural.get(plural)
+        role, res_key, ns, name = key
+        inf = self._by_key.get(res_key)
         if inf is None:
             return None
         obj = inf.store.get((ns, name))
         if obj is None:
             return None
         if role == "owner":
+            if not self._synced():
+                return 0.5  # a dependent may sit in a cache still filling
             await self._process_deleting_owner(inf.resource, obj)
         else:
-            await self._attempt_to_delete(inf.resource, obj)
+            return await self._attempt_to_delete(inf.resource, obj)
         return None
 
     async def _owner_state(self, dependent: Obj, ref: Mapping[str, Any]) -> OwnerState:
+        """Look the owner up in the caches, else live; `unobserved` says a live owner was found
+        in no cache, so the dependent must be looked at again once a cache has seen it."""
         found = self._find_uid(str(ref.get("uid") or ""))
         if found is not None:
             owner = found[1]
             finalizers = (owner.get("metadata") or {}).get("finalizers") or []
             waiting = is_deleting(owner) and FOREGROUND in finalizers
             return OwnerState(ref, True, waiting)
-        res = resource_for(str(ref.get("apiVersion") or ""), str(ref.get("kind") or ""))
+        res = self._resource_of(ref)
         if res is None:
-            return OwnerState(ref, True)  # a kind we cannot look up is never assumed gone
+            # A kind discovery does not list (yet: a definition just added) is never assumed
+            # gone; as kube's collector does on a REST mapping error, look again later.
+            return OwnerState(ref, True, unobserved=True)
         ns = (dependent.get("metadata") or {}).get("namespace") if res.namespaced else None
         try:
             live = await self.client.get(res, str(ref.get("name")), ns)
@@ -226,21 +315,21 @@ class GarbageCollector(Controller[GCKey]):
         waiting = bool(meta.get("deletionTimestamp")) and FOREGROUND in (
             meta.get("finalizers") or []
         )
-        return OwnerState(ref, True, waiting)
+        return OwnerState(ref, True, waiting, unobserved=res.key in self._by_key)
 
-    async def _attempt_to_delete(self, resource: Resource, obj: Obj) -> None:
+    async def _attempt_to_delete(self, resource: Resource, obj: Obj) -> float | None:
         meta = obj.get("metadata") or {}
         refs = meta.get("ownerReferences") or []
         if not refs:
-            return
+            return None
         if is_deleting(obj) and FOREGROUND not in (meta.get("finalizers") or []):
-            return  # already on its way out
+            return None  # already on its way out
         states = [await self._owner_state(obj, r) for r in refs]
         has_dependents = bool(self._dependents(meta.get("uid") or ""))
         decision = decide_dependent(refs, states, has_dependents)
         if decision.action == "delete":
             if is_deleting(obj):
-                return
+                return None
             try:
                 await self.client.delete(
                     resource,
@@ -251,8 +340,14 @@ class GarbageCollector(Controller[GCKey]):
                 )
             except NotFound:
                 pass
-        elif decision.action == "patch":
+            return None
+        if decision.action == "patch":
             await self._set_owner_refs(resource, obj, decision.owner_references or [])
+        if any(s.unobserved for s in states):
+            # As kube's collector requeues a "virtual" owner until an informer observes it: an
+            # owner deleted before its cache listed it would otherwise never be noticed gone.
+            return _UNOBSERVED_RECHECK_SECONDS
+        return None
 
     async def _set_owner_refs(self, resource: Resource, obj: Obj, refs: list[Obj]) -> None:
         meta = obj.get("metadata") or {}
@@ -290,11 +385,11 @@ class GarbageCollector(Controller[GCKey]):
         dependents = self._dependents(owner_uid)
         if ORPHAN in finalizers:
             conflict: Conflict | None = None
-            for plural, d in dependents:
+            for d_key, d in dependents:
                 d_refs = (d.get("metadata") or {}).get("ownerReferences") or []
                 try:
                     await self._set_owner_refs(
-                        self._by_plural[plural].resource, d, without_owner(d_refs, owner_uid)
+                        self._by_key[d_key].resource, d, without_owner(d_refs, owner_uid)
                     )
                 except Conflict as exc:
                     conflict = conflict or exc  # a stale cache entry: retry once it is fresh
@@ -305,9 +400,9 @@ class GarbageCollector(Controller[GCKey]):
             # Otherwise the dependents' update events bring the owner back once they are free.
             return
         if FOREGROUND in finalizers:
-            for plural, d in dependents:
+            for d_key, d in dependents:
                 if not is_deleting(d):
                     ns, name = key_of(d)
-                    self.queue.add(("dependent", plural, ns, name))
+                    self.queue.add(("dependent", d_key, ns, name))
             if not blocking_dependents([d for _, d in dependents], owner_uid):
                 await self._remove_finalizer(resource, owner, FOREGROUND)

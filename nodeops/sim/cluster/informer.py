@@ -308,7 +308,7 @@ class InformerSet:
     def __init__(self, client: ApiClient) -> None:
         self.client = client
         self._informers: dict[tuple[Resource, str | None], Informer] = {}
-        self._tasks: list[asyncio.Task[None]] = []
+        self._tasks: dict[tuple[Resource, str | None], asyncio.Task[None]] = {}
         self._started = False
 
     def get(self, resource: Resource, namespace: str | None = None) -> Informer:
@@ -320,18 +320,28 @@ class InformerSet:
                 self.client, resource, namespace=namespace, transform=transform
             )
             if self._started:
-                self._tasks.append(
-                    asyncio.create_task(inf.run(), name=f"informer-{resource.plural}")
-                )
+                self._start(key, inf)
         return inf
+
+    def _start(self, key: tuple[Resource, str | None], inf: Informer) -> None:
+        self._tasks[key] = asyncio.create_task(inf.run(), name=f"informer-{key[0].plural}")
+
+    async def discard(self, resource: Resource, namespace: str | None = None) -> None:
+        """Stop and forget an informer (its resource is no longer served)."""
+        key = (resource, namespace)
+        self._informers.pop(key, None)
+        task = self._tasks.pop(key, None)
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
 
     def all(self) -> list[Informer]:
         return list(self._informers.values())
 
     def start(self) -> None:
         self._started = True
-        for (resource, _), inf in self._informers.items():
-            self._tasks.append(asyncio.create_task(inf.run(), name=f"informer-{resource.plural}"))
+        for key, inf in self._informers.items():
+            self._start(key, inf)
 
     async def wait_synced(self, within: float | None = None) -> None:
         await asyncio.wait_for(
@@ -339,7 +349,8 @@ class InformerSet:
         )
 
     async def stop(self) -> None:
-        for t in self._tasks:
+        tasks = list(self._tasks.values())
+        for t in tasks:
             t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks.clear()

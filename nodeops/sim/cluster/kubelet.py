@@ -82,6 +82,15 @@ def termination_grace(pod: Obj) -> float:
     return max(0.0, min(candidates)) if candidates else 30.0
 
 
+def exit_code(pod: Obj) -> int:
+    """The code the pod's containers exit with when they stop (`sim_annotations.EXIT_CODE`)."""
+    value = ((pod.get("metadata") or {}).get("annotations") or {}).get(ann.EXIT_CODE)
+    try:
+        return int(value) if value is not None else 0
+    except ValueError:
+        return 0
+
+
 def started_at(pod: Obj) -> str | None:
     for cs in (pod.get("status") or {}).get("containerStatuses") or []:
         running = (cs.get("state") or {}).get("running")
@@ -347,7 +356,9 @@ class Kubelet(Controller[Key]):
         start = epoch(started)
         run = self._run_seconds(pod)
         if run is not None and now >= start + run:
-            await self._write_status(pod, completed_status(pod, now=self.clock.timestamp()))
+            await self._write_status(
+                pod, completed_status(pod, now=self.clock.timestamp(), exit_code=exit_code(pod))
+            )
             return None
         ready = self._want_ready(pod, start, now)
         if ready != pod_ready(pod):
@@ -419,6 +430,14 @@ class Kubelet(Controller[Key]):
         self._written[uid] = _rv(updated)
 
     async def _terminate(self, pod: Obj, uid: str, now: float) -> float | None:
+        """Stop a deleted pod's containers, report how they ended, then remove the pod.
+
+        As kubelet does since 1.27: once the containers have stopped (after the grace period)
+        the pod is written in its terminal phase (Succeeded when every container exited 0, else
+        Failed), and only then deleted with grace 0 and a uid precondition. A pod with
+        finalizers stays, terminal and terminating, until they are removed; the API server then
+        removes it by itself.
+        """
         started = started_at(pod) is not None
         if self.instant or not started or is_terminal(pod):
             grace = 0.0
@@ -429,7 +448,16 @@ class Kubelet(Controller[Key]):
         self._stop_due[uid] = due
         if now < due:
             return due - now
+        if not is_terminal(pod):
+            stopped = completed_status(pod, now=self.clock.timestamp(), exit_code=exit_code(pod))
+            try:
+                await self._write_status(pod, stopped)
+            except (NotFound, Conflict):
+                return None  # gone already, or a new pod took the name
+            return None  # the status's own event brings the pod back for removal
         meta = pod.get("metadata") or {}
+        if meta.get("deletionGracePeriodSeconds") == 0 and meta.get("finalizers"):
+            return None  # asked already; the finalizers' owners decide when it goes
         try:
             await self.client.delete(
                 PODS, meta["name"], meta["namespace"], grace_period_seconds=0, uid=uid

@@ -14,6 +14,7 @@ from typing import Any
 from nodeops.sim.clock import Clock
 from nodeops.sim.cluster.apiclient import NODES, ApiClient, Obj
 from nodeops.sim.cluster.informer import Informer, key_of
+from nodeops.sim.cluster.kubelet import NODE_LEASE_NAMESPACE
 from nodeops.sim.cluster.runtime import Controller
 from nodeops.sim.cluster.scheduling import (
     NO_EXECUTE,
@@ -152,8 +153,8 @@ class NodeLifecycle(Controller[str]):
 
     def _on_lease(self, old: Obj | None, new: Obj | None) -> None:
         """A renewal only records when it was seen, unless the node was marked as silent."""
-        if new is None:
-            return
+        if new is None or key_of(new)[0] != NODE_LEASE_NAMESPACE:
+            return  # only node heartbeats (the cache holds every lease in the cluster)
         renew = (new.get("spec") or {}).get("renewTime")
         if old is not None and (old.get("spec") or {}).get("renewTime") == renew:
             return

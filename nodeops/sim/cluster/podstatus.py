@@ -13,6 +13,9 @@ from typing import Any
 
 from nodeops.sim.cluster.apiclient import Obj
 
+_UNKNOWN_EXIT_CODE = 137
+"""What kubelet reports for a container it cannot find when the pod terminates."""
+
 OWNED_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")
 
 
@@ -135,38 +138,57 @@ def running_status(
 
 
 def completed_status(pod: Mapping[str, Any], *, now: str, exit_code: int = 0) -> Obj:
-    """The status of a pod whose containers all exited: Succeeded, or Failed on non-zero."""
+    """The status of a pod whose containers all exited: Succeeded, or Failed on non-zero.
+
+    Also what kubelet reports for a deleted pod once its containers have stopped (the terminal
+    phase comes before the pod object is removed). A container that never ran is reported as
+    kubelet does when it finds nothing to stop: terminated, 137, ContainerStatusUnknown, which
+    makes the pod Failed.
+    """
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
     uid = (pod.get("metadata") or {}).get("uid") or ""
     old = _conditions_by_type(pod)
     by_name = {c.get("name"): c for c in status.get("containerStatuses") or []}
     statuses = []
+    codes = []
     for c in spec.get("containers") or []:
         name = c.get("name", "")
         prev = by_name.get(name) or {}
-        started = ((prev.get("state") or {}).get("running") or {}).get("startedAt") or now
-        statuses.append(
-            {
-                "containerID": container_id(uid, name),
-                "image": c.get("image", ""),
-                "imageID": image_id(c.get("image", "")),
-                "lastState": {},
-                "name": name,
-                "ready": False,
-                "restartCount": 0,
-                "started": False,
-                "state": {
-                    "terminated": {
-                        "containerID": container_id(uid, name),
-                        "exitCode": exit_code,
-                        "finishedAt": now,
-                        "reason": "Completed" if exit_code == 0 else "Error",
-                        "startedAt": started,
-                    }
-                },
+        started = ((prev.get("state") or {}).get("running") or {}).get("startedAt")
+        terminated: Obj
+        if started is None:
+            code = _UNKNOWN_EXIT_CODE
+            terminated = {
+                "exitCode": code,
+                "finishedAt": None,
+                "message": "The container could not be located when the pod was terminated",
+                "reason": "ContainerStatusUnknown",
+                "startedAt": None,
             }
-        )
+        else:
+            code = exit_code
+            terminated = {
+                "containerID": container_id(uid, name),
+                "exitCode": code,
+                "finishedAt": now,
+                "reason": "Completed" if code == 0 else "Error",
+                "startedAt": started,
+            }
+        codes.append(code)
+        entry: Obj = {
+            "image": c.get("image", ""),
+            "imageID": image_id(c.get("image", "")) if started is not None else "",
+            "lastState": {},
+            "name": name,
+            "ready": False,
+            "restartCount": 0,
+            "started": False,
+            "state": {"terminated": terminated},
+        }
+        if started is not None:
+            entry["containerID"] = container_id(uid, name)
+        statuses.append(entry)
     conditions = [
         _keep_transition(old.get(t), c)
         for t, c in (
@@ -177,7 +199,7 @@ def completed_status(pod: Mapping[str, Any], *, now: str, exit_code: int = 0) ->
         )
     ]
     return {
-        "phase": "Succeeded" if exit_code == 0 else "Failed",
+        "phase": "Succeeded" if all(code == 0 for code in codes) else "Failed",
         "conditions": conditions,
         "containerStatuses": statuses,
     }

@@ -16,6 +16,11 @@ RUN_SECONDS = PREFIX + "run-seconds"
 START_SECONDS = PREFIX + "start-seconds"
 """Per-pod override of the kubelet's start delay (seconds from binding to Running)."""
 
+EXIT_CODE = PREFIX + "exit-code"
+"""The code every container of a pod exits with when it stops (default 0): on completion after
+`run-seconds`, and when the pod is deleted (137 models a process that ignores SIGTERM and is
+killed at the end of its grace period). 0 ends in phase Succeeded, anything else in Failed."""
+
 READY = PREFIX + "ready"
 """"false" keeps a running pod unready (a failing readiness probe); changing it flips Ready."""
 

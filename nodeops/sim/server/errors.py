@@ -135,6 +135,17 @@ def unsupported_media_type(content_type: str) -> ApiError:
     )
 
 
+def unsupported_body_media_type(content_type: str) -> ApiError:
+    """415 for a create/update body whose media type the resource cannot decode."""
+    return ApiError(
+        415,
+        "UnsupportedMediaType",
+        "the body of the request was in an unknown format - accepted media types include: "
+        "application/json, application/yaml",
+        {"causes": [{"reason": "UnsupportedMediaType", "message": content_type}]},
+    )
+
+
 def too_many_requests(
     message: str, retry_after: int | None = None, causes: list[dict[str, str]] | None = None
 ) -> ApiError:

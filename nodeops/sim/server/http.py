@@ -20,7 +20,15 @@ import yaml
 from aiohttp import web
 
 from nodeops.common.selectors import SelectorError, parse_field_selector, parse_label_selector
-from nodeops.sim.server import discovery, errors, listoptions, openapi, subresources
+from nodeops.sim.server import (
+    discovery,
+    errors,
+    listoptions,
+    openapi,
+    protobuf,
+    reviews,
+    subresources,
+)
 from nodeops.sim.server.accounting import RequestStats
 from nodeops.sim.server.auth import (
     ADMIN_USER,
@@ -42,6 +50,9 @@ from nodeops.sim.server.store import Filter, Watcher
 from nodeops.sim.server.tables import to_table
 
 _JSON = "application/json"
+_UNDECODABLE_MEDIA_TYPES = frozenset({"application/cbor", "application/cbor-seq"})
+"""Encodings kube may serve but the simulator does not: 415, on which client-go falls back to
+JSON (for CBOR)."""
 _WRITE_PIECE = 128 * 1024
 _NON_RESOURCE_OK = ("/healthz", "/livez", "/readyz")
 _ADDED_PREFIX = b'{"type":"ADDED","object":'
@@ -285,6 +296,8 @@ class ApiHttp:
             raise errors.ApiError(
                 404, "NotFound", "the server could not find the requested resource"
             )
+        if (rt.group, rt.plural) in reviews.KINDS:
+            return await self._review(request, req, rt)
         q = request.query
         dry_run = q.get("dryRun") == "All"
         ns = req.namespace
@@ -330,6 +343,17 @@ class ApiHttp:
                 }
             )
         raise errors.method_not_allowed()
+
+    async def _review(
+        self, request: web.Request, req: Request, rt: ResourceType
+    ) -> web.StreamResponse:
+        if req.verb != "create" or req.subresource:
+            raise errors.method_not_allowed()
+        body = await self._body(request)
+        user = self._authenticate(request)
+        if (rt.group, rt.plural) == reviews.ACCESS:
+            return self._json(reviews.access_review(self.authz, user, body), 201)
+        return self._json(reviews.whoami(user, body), 201)
 
     async def _subresource(
         self, request: web.Request, req: Request, rt: ResourceType, dry_run: bool
@@ -391,6 +415,19 @@ class ApiHttp:
         if not raw:
             raise errors.bad_request("the body of the request is empty")
         ctype = request.content_type
+        if protobuf.is_protobuf(ctype):
+            try:
+                return protobuf.decode(raw)
+            except protobuf.UnsupportedKind as exc:
+                # What kube answers for a media type the resource cannot take (custom
+                # resources and protobuf); client-go then reports it rather than retrying.
+                raise errors.unsupported_body_media_type(f"{ctype}: {exc}") from None
+            except protobuf.ProtobufError as exc:
+                raise errors.bad_request(
+                    f"the body of the request could not be decoded: {exc}"
+                ) from None
+        if ctype in _UNDECODABLE_MEDIA_TYPES:
+            raise errors.unsupported_body_media_type(ctype)
         try:
             if "yaml" in ctype:
                 return yaml.safe_load(raw)

@@ -3,7 +3,9 @@
 kubectl downloads `/openapi/v3` before `apply` and `create` to learn whether the server
 validates fields itself (the `fieldValidation` query parameter on PATCH); with that answered
 yes, it leaves validation to the server instead of failing with "failed to download openapi".
-Schemas are not served: nothing that talks to the simulator needs `kubectl explain`.
+Custom resources' schemas are served, tagged with their group/version/kind, so `kubectl explain`
+works for them; built-in kinds' schemas are not (the simulator has none to give, and schemas
+without kube's patch-merge keys would change how a client-side apply merges lists).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from typing import Any
+
+import orjson
 
 from nodeops.sim.server.discovery import KUBE_VERSION
 from nodeops.sim.server.resources import ResourceType
@@ -23,22 +27,44 @@ def _gv_path(rt: ResourceType) -> str:
 
 
 def root(types: Iterable[ResourceType]) -> dict[str, Any]:
+    """Each group/version's document, addressed by a hash of its content as kube does, so a
+    client's cached copy is replaced when a definition changes."""
+    types = list(types)
     paths: dict[str, Any] = {}
     for rt in types:
         gv = _gv_path(rt)
         if gv not in paths:
-            digest = hashlib.sha256(gv.encode()).hexdigest()[:32].upper()
+            doc = orjson.dumps(group_version(types, gv), option=orjson.OPT_SORT_KEYS)
+            digest = hashlib.sha256(doc).hexdigest()[:32].upper()
             paths[gv] = {"serverRelativeURL": f"/openapi/v3/{gv}?hash={digest}"}
     return {"paths": paths}
 
 
+def _schema_name(rt: ResourceType) -> str:
+    """kube's name for a custom resource's schema: the group reversed, version, kind."""
+    return ".".join([*reversed(rt.group.split(".")), rt.version, rt.kind])
+
+
+def _custom_schema(rt: ResourceType) -> dict[str, Any] | None:
+    schema = ((rt.crd_version or {}).get("schema") or {}).get("openAPIV3Schema")
+    if not isinstance(schema, dict):
+        return None
+    gvk = {"group": rt.group, "version": rt.version, "kind": rt.kind}
+    return {**schema, "x-kubernetes-group-version-kind": [gvk]}
+
+
 def group_version(types: Iterable[ResourceType], gv: str) -> dict[str, Any] | None:
     paths: dict[str, Any] = {}
+    schemas: dict[str, Any] = {}
     found = False
     for rt in types:
         if _gv_path(rt) != gv:
             continue
         found = True
+        if rt.custom:
+            schema = _custom_schema(rt)
+            if schema is not None:
+                schemas[_schema_name(rt)] = schema
         gvk = {"group": rt.group, "version": rt.version, "kind": rt.kind}
         params = [
             {"name": p, "in": "query", "schema": {"type": "string", "uniqueItems": True}}
@@ -64,5 +90,5 @@ def group_version(types: Iterable[ResourceType], gv: str) -> dict[str, Any] | No
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": KUBE_VERSION["gitVersion"]},
         "paths": paths,
-        "components": {"schemas": {}},
+        "components": {"schemas": schemas},
     }

@@ -23,8 +23,8 @@ from typing import Any
 import orjson
 
 from nodeops.common.selectors import FieldSelector, LabelSelector
-from nodeops.sim.clock import Clock
-from nodeops.sim.server import errors, validation
+from nodeops.sim.clock import Clock, parse_time
+from nodeops.sim.server import errors, serviceips, validation
 from nodeops.sim.server.conversion import from_storage, needs_conversion, to_storage
 from nodeops.sim.server.defaults import (
     POD_MUTABLE_SPEC,
@@ -411,6 +411,9 @@ class Registry:
         if (rt.group, rt.kind) in STATUS_RESET_ON_CREATE or (rt.custom and rt.has_status):
             obj.pop("status", None)
         apply_create_defaults(rt.group, rt.kind, obj)
+        if rt.kind == "Service" and rt.group == "":
+            existing = (self.decode(rt, e) for e in self.store.bucket(rt.storage_key).entries(None))
+            serviceips.allocate(obj.setdefault("spec", {}), existing, self.rng)
         self._custom_schema(rt, obj, name)
         self._validate(rt, obj, name)
         _raise_invalid(rt, name, validation.validate_create(rt, obj))
@@ -552,6 +555,8 @@ class Registry:
                     new["status"] = old["status"]
                 else:
                     new.pop("status", None)
+            if rt.kind == "Service" and rt.group == "":
+                serviceips.keep_allocated(old.get("spec") or {}, new.setdefault("spec", {}))
             causes = validation.validate_update(rt, old, new)
             if rt.kind == "Pod" and rt.group == "":
                 causes += self._pod_update_causes(old, new)
@@ -661,8 +666,14 @@ class Registry:
             now = self.clock.now()
             if meta.get("deletionTimestamp"):
                 current = meta.get("deletionGracePeriodSeconds")
-                if grace > 0 and current is not None and grace < int(current):
-                    meta["deletionTimestamp"] = _rfc3339(now + timedelta(seconds=grace))
+                # Only a shorter grace period may be given; 0 for a pod kept by finalizers
+                # records that nothing is left to wait for (kubelet's final delete).
+                if current is not None and grace < int(current) and (grace > 0 or finalizers):
+                    # The deadline moves by the difference, from when the deletion started.
+                    started = parse_time(meta["deletionTimestamp"]) - timedelta(
+                        seconds=int(current)
+                    )
+                    meta["deletionTimestamp"] = _rfc3339(started + timedelta(seconds=grace))
                     meta["deletionGracePeriodSeconds"] = grace
                     changed = True
                 elif grace == 0 and not finalizers and rt.kind == "Pod" and rt.group == "":

@@ -276,6 +276,23 @@ BUILTIN: tuple[ResourceType, ...] = (
     _rt("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True),
     _rt("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
     _rt("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
+    # Created and answered, never stored (see `reviews`).
+    _rt(
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectaccessreviews",
+        "SelfSubjectAccessReview",
+        False,
+        verbs=("create",),
+    ),
+    _rt(
+        "authentication.k8s.io",
+        "v1",
+        "selfsubjectreviews",
+        "SelfSubjectReview",
+        False,
+        verbs=("create",),
+    ),
 )
 
 # The group/version kube-apiserver prefers for each group (discovery's preferredVersion).
