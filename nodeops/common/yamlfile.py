@@ -111,7 +111,9 @@ def read_config_text(path: str | Path) -> str:
     try:
         return Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigFileError(source, [ConfigProblem(None, "", "no such file")]) from None
+        raise ConfigFileError(
+            source, [ConfigProblem(None, "", "cannot read: no such file")]
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
         raise ConfigFileError(source, [ConfigProblem(None, "", f"cannot read: {reason}")]) from None

@@ -89,8 +89,8 @@ def test_hostile_input_is_an_error_not_a_crash() -> None:
 def test_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigFileError) as err:
         read_config_text(tmp_path / "absent.yaml")
-    assert str(err.value) == f"{tmp_path / 'absent.yaml'}: no such file"
-    assert err.value.problems == [ConfigProblem(None, "", "no such file")]
+    assert str(err.value) == f"{tmp_path / 'absent.yaml'}: cannot read: no such file"
+    assert err.value.problems == [ConfigProblem(None, "", "cannot read: no such file")]
     (tmp_path / "bad.yaml").write_bytes(b"a: \xff\n")
     with pytest.raises(ConfigFileError, match="cannot read"):
         read_config_text(tmp_path / "bad.yaml")
