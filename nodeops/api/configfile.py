@@ -13,7 +13,6 @@ accepts, as a bare number of seconds; `GoDuration` reads them into seconds.
 from __future__ import annotations
 
 import difflib
-import re
 import types
 import typing
 from collections.abc import Mapping
@@ -22,6 +21,7 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ValidationError
 
+from nodeops.api.duration import parse_duration
 from nodeops.common.yamlfile import (
     ConfigFileError,
     ConfigProblem,
@@ -49,45 +49,14 @@ Loc = tuple[str | int, ...]
 # Go durations
 # --------------------------------------------------------------------------------------------
 
-_UNITS: typing.Final = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,  # Go accepts both micro signs
-    "μs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-_PART: typing.Final = re.compile(r"([0-9]*\.?[0-9]*)(ns|us|µs|μs|ms|s|m|h)")
-
 
 def parse_go_duration(text: str) -> float:
-    """Seconds of a Go duration string, with Go's `time.ParseDuration` grammar.
+    """Seconds of a Go duration string, with Go's `time.ParseDuration` grammar (the one parser,
+    `nodeops.api.duration.parse_duration`); spaces around it are ignored.
 
     `"0"` alone needs no unit; every other number in a string does (`"30"` is refused, as in Go).
     """
-    value = text.strip()
-    if not value:
-        raise ValueError("empty duration")
-    sign = 1.0
-    if value[0] in "+-":
-        sign = -1.0 if value[0] == "-" else 1.0
-        value = value[1:]
-    if value == "0":
-        return 0.0
-    total = 0.0
-    pos = 0
-    while pos < len(value):
-        match = _PART.match(value, pos)
-        if match is None or match.group(1) in ("", "."):
-            raise ValueError(
-                f"{text!r} is not a duration; write a number with a unit "
-                '(ns, us, ms, s, m, h), e.g. "30s", "5m" or "1h30m"'
-            )
-        total += float(match.group(1)) * _UNITS[match.group(2)]
-        pos = match.end()
-    return sign * total
+    return parse_duration(text.strip())
 
 
 def format_go_duration(seconds: float) -> str:
@@ -174,7 +143,7 @@ def _problems(exc: ValidationError, marked: Marked, model: type[BaseModel]) -> l
             error.get("input"), bool
         ):
             got = repr(error["input"])
-            if got not in message:
+            if got not in message and f'"{error["input"]}"' not in message:
                 message += f" (got {got})"
         problems.append(ConfigProblem(marked.line_of(loc), render_path(loc), message))
     unique = list(dict.fromkeys(problems))
