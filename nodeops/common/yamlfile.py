@@ -89,10 +89,12 @@ def render_path(path: YamlPath) -> str:
 
 @dataclass
 class Marked:
-    """Plain data read from YAML, and the 1-based line of each path in it."""
+    """Plain data read from YAML, and the 1-based line of each path in it (`empty`: the file
+    holds no document at all, read as `{}`)."""
 
     data: Any
     lines: dict[YamlPath, int] = field(default_factory=dict)
+    empty: bool = False
 
     def line_of(self, path: Sequence[str | int]) -> int:
         """The line of `path`: of the key naming a field, of an item of a list; for a path
@@ -120,22 +122,27 @@ def read_config_text(path: str | Path) -> str:
 
 
 def load_yaml(
-    text: str, *, source: str = "<config>", environ: Mapping[str, str] | None = None
+    text: str,
+    *,
+    source: str = "<config>",
+    environ: Mapping[str, str] | None = None,
+    expand: bool = True,
 ) -> Marked:
     """Read one YAML document; every problem, with its line, raises `ConfigFileError`.
 
     An empty document reads as `{}`. `environ` (default: the process's environment) is what
-    `${NAME}` refers to."""
+    `${NAME}` refers to; `expand=False` leaves `${NAME}` as written (files that are data, not
+    settings, such as the simulator's scenarios)."""
     try:
         root = _compose(text)
     except _Problem as exc:
         raise ConfigFileError(source, [ConfigProblem(exc.line, "", exc.message)]) from None
     if root is None:
-        return Marked({}, {(): 1})
+        return Marked({}, {(): 1}, empty=True)
     duplicates = _duplicate_keys(root)
     if duplicates:
         raise ConfigFileError(source, duplicates)
-    builder = _Builder(os.environ if environ is None else environ)
+    builder = _Builder(os.environ if environ is None else environ, expand=expand)
     try:
         data = builder.build(root, ())
     except _Problem as exc:
@@ -233,8 +240,9 @@ def _duplicate_keys(
 class _Builder:
     """Plain data from composed nodes, recording the line of every path and expanding `${ENV}`."""
 
-    def __init__(self, env: Mapping[str, str]) -> None:
+    def __init__(self, env: Mapping[str, str], *, expand: bool = True) -> None:
         self.env = env
+        self.expand_env = expand
         self.lines: dict[YamlPath, int] = {}
         self.problems: list[ConfigProblem] = []
         self.constructor = yaml.SafeLoader("")
@@ -267,7 +275,7 @@ class _Builder:
                 items.append(self.build(item, (*path, i)))
             return items
         value = self.constructor.construct_object(node, deep=True)
-        if isinstance(value, str) and "${" in value:
+        if self.expand_env and isinstance(value, str) and "${" in value:
             return self.expand(value, path)
         return value
 

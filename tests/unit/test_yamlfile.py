@@ -45,7 +45,8 @@ def test_every_key_and_item_has_its_line() -> None:
 
 def test_an_empty_file_is_an_empty_mapping() -> None:
     assert load_yaml("", source="m.yaml").data == {}
-    assert load_yaml("# nothing\n", source="m.yaml").data == {}
+    assert load_yaml("# nothing\n", source="m.yaml").empty
+    assert not load_yaml("{}\n", source="m.yaml").empty
 
 
 def _lines(text: str, **kwargs: object) -> list[str]:
@@ -70,6 +71,8 @@ def test_environment_references() -> None:
     data = load_yaml(text, environ=env).data
     # A whole-value reference takes the type of what it expands to, as in go-ucfg.
     assert data == {"name": "pre-x-dflt", "force": True, "count": 3, "q": "x"}
+    # Files that are data rather than settings keep `${...}` as written.
+    assert load_yaml("a: ${NOPE}\n", environ={}, expand=False).data == {"a": "${NOPE}"}
     lines = _lines("a: 1\nb:\n  c: ${NOPE}\n  d: x-${ALSO}\n", environ={})
     assert lines == [
         "m.yaml:3: b.c: environment variable NOPE is not set (write ${NOPE:default})",
