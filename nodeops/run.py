@@ -22,10 +22,11 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any
 
-import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
+
+from nodeops.common.yamlfile import ConfigFileError, load_yaml, read_config_text
 
 if TYPE_CHECKING:
     from nodeops.controllers import ControllerPlugin
@@ -197,19 +198,9 @@ def plugin_settings(
 def load_provider_config(path: str) -> dict[str, Any]:
     """Read `--provider-config FILE`: a YAML mapping; problems as `FILE:LINE: reason`."""
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as exc:
-        raise ConfigProblem(f"{path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigProblem(f"{path}{line}: {problem}") from None
-    if data is None:
-        return {}
+        data = load_yaml(read_config_text(path), source=path).data
+    except ConfigFileError as exc:
+        raise ConfigProblem(str(exc)) from None
     if not isinstance(data, dict):
         raise ConfigProblem(
             f"{path}:1: expected a mapping (providers: ...), not {type(data).__name__}"

@@ -33,6 +33,7 @@ from nodeops.kube import errors
 from nodeops.kube import objects as o
 from nodeops.kube.client import Client
 from nodeops.kube.informer import Informer, index_pods_by_node
+from nodeops.kube.manager import Manager
 from nodeops.kube.oneshot import unattended
 from nodeops.kube.resources import (
     DAEMONSETS,
@@ -328,10 +329,10 @@ class WatchedCluster(DrainSources):
 class SharedInformers(DrainSources):
     """A manager's shared informers (`manager.informers`), for reconcilers.
 
-    Create one per manager, not per reconcile (`SharedInformers.for_manager(manager)` when the
-    controllers are set up): it registers its handlers on the shared informers once, and its
-    budget tokens must outlive a pass, and be shared by every drain under the same budgets, to be
-    worth anything. Drains with different options may share it: each filters by its own. Pods are read from the
+    One per manager, not per reconcile or per controller (`SharedInformers.for_manager(manager)`
+    returns it): it registers its handlers on the shared informers once, and its budget tokens
+    must outlive a pass, and be shared by every drain under the same budgets, to be worth
+    anything. Drains with different options may share it: each filters by its own. Pods are read from the
     shared pod informer kept to `POD_FIELDS` and indexed by node; ask for the same view to share
     it. Informers it needs only sometimes (namespaces for rules that select them, nodes and
     VolumeAttachments for the volume wait, NodeDrainRules once the kind is served) are made on
@@ -357,10 +358,11 @@ class SharedInformers(DrainSources):
         self._pdbs.add_handler(**self._budget_handlers())
 
     @classmethod
-    def for_manager(cls, manager: Any) -> SharedInformers:
-        """The sources of controllers running in `manager` (its informers and its client);
-        one serves every drain of every controller that shares it, whatever their options."""
-        return cls(manager.informers, manager.client)
+    def for_manager(cls, manager: Manager) -> SharedInformers:
+        """The sources of every controller running in `manager` (its informers and its client):
+        the same object on every call, so all drains in the process, whatever their options and
+        whichever controller runs them, take their evictions from one set of budget tokens."""
+        return manager.shared(SharedInformers, lambda: cls(manager.informers, manager.client))
 
     async def _synced(self, *informers: Informer) -> None:
         waits = [inf.wait_synced() for inf in informers if not inf.has_synced]

@@ -10,7 +10,14 @@ See docs/library.md for a walk-through.
 from __future__ import annotations
 
 from nodeops.kube import errors, finalizers, objects, resources
-from nodeops.kube.client import Client, OperationResult, WatchEvent, WriteObserver
+from nodeops.kube.client import (
+    Client,
+    OperationResult,
+    RetryHook,
+    RetryNotice,
+    WatchEvent,
+    WriteObserver,
+)
 from nodeops.kube.controller import (
     Controller,
     Mapper,
@@ -106,6 +113,8 @@ __all__ = [
     "Request",
     "Resource",
     "Result",
+    "RetryHook",
+    "RetryNotice",
     "Runnable",
     "Stopping",
     "TerminalError",

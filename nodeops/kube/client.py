@@ -61,6 +61,20 @@ TokenSource = Callable[[], Awaitable[str | None]]
 EventLines = list[watchlines.Line]
 
 
+@dataclass(frozen=True, slots=True)
+class RetryNotice:
+    """A request about to be sent again: what it was, why it failed, when it goes again."""
+
+    method: str
+    path: str
+    error: errors.KubeError
+    attempt: int  # 1 before the first retry
+    delay: float  # seconds until it is sent again
+
+
+RetryHook = Callable[[RetryNotice], None]
+
+
 class WriteObserver(Protocol):
     """Told of every write the client made, after the server accepted it.
 
@@ -88,7 +102,11 @@ class Client:
         user_agent: str = USER_AGENT,
         max_retries: int = 5,
         max_retry_after: float = 60.0,
+        on_retry: RetryHook | None = None,
     ) -> None:
+        """`on_retry` is called before each retry of a request, for whoever must hear of it
+        (a command telling the person waiting that the server is struggling); the client
+        logs and counts retries (`rest_client_request_retries_total`) either way."""
         self.base_url = base_url.rstrip("/")
         self.host = urlsplit(self.base_url).netloc
         self._token = token
@@ -104,6 +122,7 @@ class Client:
         # for here (a longer one is the caller's to handle, with its own backoff).
         self.max_retries = max_retries
         self.max_retry_after = max_retry_after
+        self.on_retry = on_retry
         self.write_observers: list[WriteObserver] = []
         # Resources (by key) whose server refused to stream their initial state as a
         # watch-list, with its answer: informers of these sync by paginated lists instead.
@@ -236,6 +255,8 @@ class Client:
                     attempt=attempt,
                     retry_in=round(delay, 3),
                 )
+                if self.on_retry is not None:
+                    self.on_retry(RetryNotice(method, path, exc, attempt, delay))
                 await asyncio.sleep(delay)
 
     def _retry_delay(self, exc: errors.KubeError, attempt: int) -> float | None:

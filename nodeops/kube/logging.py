@@ -15,6 +15,18 @@ import structlog
 LEVELS = ("debug", "info", "warning", "error")
 
 
+class _CurrentStderr:
+    """`sys.stderr` as it is when a line is written, not as it was when logging was configured:
+    whoever replaces it later (a test capturing output, then closing its stream) would otherwise
+    leave every logger writing to a closed file, and a reconcile that logs would fail."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure(level: str = "info", fmt: str = "auto") -> None:
     """`fmt` is json, console or auto (console on a TTY, JSON otherwise)."""
     if level not in LEVELS:
@@ -39,6 +51,6 @@ def configure(level: str = "info", fmt: str = "auto") -> None:
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=True,
     )

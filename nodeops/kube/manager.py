@@ -18,9 +18,9 @@ import asyncio
 import contextlib
 import enum
 import socket
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Hashable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 from aiohttp import web
@@ -45,6 +45,8 @@ EXIT_SYNC_FAILED = 3
 #: A runnable: a long-running task beside the controllers (a cloud poller, an HTTP API). It
 #: returns when `stop` is set; it may return earlier when its work is done.
 Runnable = Callable[[asyncio.Event], Awaitable[None]]
+
+T = TypeVar("T")
 
 
 def parse_addr(addr: str) -> tuple[str, int] | None:
@@ -157,6 +159,7 @@ class Manager:
         self.restart_window = restart_window
         self.restart_backoff = restart_backoff
         self._supervised: dict[int, _Supervised] = {}
+        self._shared: dict[Hashable, Any] = {}
         self.informers.on_start.append(self._supervise_informer)
         self.readiness = Checks("/readyz")
         self.health = Checks("/healthz")
@@ -201,6 +204,21 @@ class Manager:
                 self._start_runnable(entry)
             elif needs_leader and self.leading.is_set():
                 self._start_runnable(entry)
+
+    def shared(self, key: Hashable, make: Callable[[], T]) -> T:
+        """The one object under `key` that every controller of this manager shares, made by
+        `make()` on first use.
+
+        For state that is only right when there is one of it per process, such as the drain's
+        budget tokens: two controllers each keeping their own would each spend a budget's one
+        allowed disruption. Kept on the manager rather than in a module-level map keyed by it,
+        because what is shared holds the manager's informers, which hold the manager: such a
+        map would keep every manager alive.
+        """
+        if key not in self._shared:
+            self._shared[key] = make()
+        found: T = self._shared[key]
+        return found
 
     def add_readiness_check(self, name: str, check: Check) -> None:
         """`check()` returns None when ready, else a reason; it runs on every `/readyz`."""

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from nodeops.kube import errors
-from nodeops.kube.client import Client, WatchEvent
+from nodeops.kube.client import Client, RetryNotice, WatchEvent
 from nodeops.kube.resources import Resource
 
 T = TypeVar("T")
@@ -96,7 +96,8 @@ class OneShotClient(Client):
 
     Retries are the runtime client's own (idempotent requests only, Retry-After honoured, a
     jittered backoff doubling to 5 s), only more of them (`max_retries`, about half a minute),
-    each announced through `on_retry`.
+    each told to `on_retry` as the line a person reads (kubectl's words for the error, and when
+    the request goes again).
     """
 
     def __init__(
@@ -106,8 +107,13 @@ class OneShotClient(Client):
         max_retries: int = 10,
         **kwargs: Any,
     ) -> None:
-        super().__init__(*args, max_retries=max_retries, **kwargs)
-        self.on_retry = on_retry
+        def announce(notice: RetryNotice) -> None:
+            if on_retry is not None:
+                on_retry(
+                    f"{describe(notice.error, self.base_url)}; retrying in {notice.delay:.1f}s"
+                )
+
+        super().__init__(*args, max_retries=max_retries, on_retry=announce, **kwargs)
         self._failed: asyncio.Future[errors.KubeError] | None = None
 
     @property
@@ -120,12 +126,6 @@ class OneShotClient(Client):
     def _report(self, exc: errors.KubeError) -> None:
         if _UNATTENDED.get() and classify(exc) is Kind.PERMANENT and not self.failed.done():
             self.failed.set_result(exc)
-
-    def _retry_delay(self, exc: errors.KubeError, attempt: int) -> float | None:
-        delay = super()._retry_delay(exc, attempt)
-        if delay is not None and self.on_retry is not None:
-            self.on_retry(f"{describe(exc, self.base_url)}; retrying in {delay:.1f}s")
-        return delay
 
     async def request(self, method: str, path: str, **kwargs: Any) -> Any:
         try:

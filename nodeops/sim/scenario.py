@@ -18,11 +18,9 @@ import re
 import types
 import typing
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -37,6 +35,14 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
+from nodeops.common.yamlfile import (
+    ConfigFileError,
+    ConfigProblem,
+    Marked,
+    load_yaml,
+    read_config_text,
+    render_path,
+)
 from nodeops.sim import objects as gen
 from nodeops.sim.objects import DEFAULT_NOW, INSTANCE_TYPES, Obj, TimeLike
 
@@ -48,27 +54,12 @@ Loc = tuple[str | int, ...]
 # --- errors ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Problem:
-    """One mistake in a scenario: where it is (1-based line, dotted field path) and what."""
-
-    line: int | None
-    field: str
-    message: str
+Problem = ConfigProblem
+"""One mistake in a scenario: where it is (1-based line, dotted field path) and what."""
 
 
-class ScenarioError(Exception):
+class ScenarioError(ConfigFileError):
     """A scenario that cannot be used, with every problem found, one `file:line: field: msg` each."""
-
-    def __init__(self, source: str, problems: Sequence[Problem]) -> None:
-        self.source = source
-        self.problems = list(problems)
-        super().__init__("\n".join(self._format(p) for p in self.problems))
-
-    def _format(self, problem: Problem) -> str:
-        where = self.source if problem.line is None else f"{self.source}:{problem.line}"
-        field = f" {problem.field}:" if problem.field else ""
-        return f"{where}:{field} {problem.message}"
 
 
 # --- field types -----------------------------------------------------------------------------
@@ -429,7 +420,7 @@ class Scenario(_Model):
             seen: dict[object, Loc] = {}
             for loc, key in items:
                 if key in seen:
-                    problems.append((loc, f"duplicate {what} (also at {_render(seen[key])})"))
+                    problems.append((loc, f"duplicate {what} (also at {render_path(seen[key])})"))
                 else:
                     seen[key] = loc
 
@@ -633,71 +624,37 @@ def _workload(
 
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario file; any problem raises `ScenarioError`."""
-    source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ScenarioError(source, [Problem(None, "", f"cannot read: {exc.strerror}")]) from exc
-    return parse_scenario(text, source)
+        text = read_config_text(path)
+    except ConfigFileError as exc:
+        raise ScenarioError(exc.source, exc.problems) from None
+    return parse_scenario(text, str(path))
 
 
 def parse_scenario(text: str, source: str = "<scenario>") -> Scenario:
     """Validate scenario YAML; `source` names it in errors."""
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark is not None else None
-        message = f"invalid YAML: {exc.problem or exc.context}"
-        raise ScenarioError(source, [Problem(line, "", message)]) from exc
-    if root is None:
+        marked = load_yaml(text, source=source, expand=False)
+    except ConfigFileError as exc:
+        raise ScenarioError(exc.source, exc.problems) from None
+    if marked.empty:
         raise ScenarioError(source, [Problem(1, "", "the scenario is empty")])
-    if not isinstance(root, yaml.MappingNode):
-        line = root.start_mark.line + 1
-        raise ScenarioError(source, [Problem(line, "", "a scenario must be a mapping of keys")])
-    duplicates = _duplicate_keys(root)
-    if duplicates:
-        raise ScenarioError(source, duplicates)
+    if not isinstance(marked.data, dict):
+        problem = Problem(marked.line_of(()), "", "a scenario must be a mapping of keys")
+        raise ScenarioError(source, [problem])
     try:
-        return Scenario.model_validate(data)
+        return Scenario.model_validate(marked.data)
     except ValidationError as exc:
-        raise ScenarioError(source, _problems(exc, root)) from None
+        raise ScenarioError(source, _problems(exc, marked)) from None
 
 
-def _duplicate_keys(node: yaml.Node, loc: Loc = ()) -> list[Problem]:
-    """YAML keeps the last of repeated keys silently; in a hand-written file that is a mistake."""
-    found: list[Problem] = []
-    if isinstance(node, yaml.MappingNode):
-        first: dict[str, int] = {}
-        for key, value in node.value:
-            if not isinstance(key, yaml.ScalarNode) or key.value == "<<":
-                continue
-            line = key.start_mark.line + 1
-            if key.value in first:
-                found.append(
-                    Problem(
-                        line,
-                        _render((*loc, key.value)),
-                        f"duplicate key (first at line {first[key.value]})",
-                    )
-                )
-            else:
-                first[key.value] = line
-            found.extend(_duplicate_keys(value, (*loc, key.value)))
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            found.extend(_duplicate_keys(item, (*loc, index)))
-    return found
-
-
-def _problems(exc: ValidationError, root: yaml.Node) -> list[Problem]:
+def _problems(exc: ValidationError, marked: Marked) -> list[Problem]:
     problems: list[Problem] = []
     for error in exc.errors():
         ctx = error.get("ctx") or {}
         if error["type"] == "scenario_references":
             for loc, message in ctx["problems"]:
-                problems.append(Problem(_line_of(root, loc), _render(loc), message))
+                problems.append(Problem(marked.line_of(loc), render_path(loc), message))
             continue
         loc = tuple(error["loc"])
         message = error["msg"].removeprefix("Value error, ")
@@ -707,40 +664,9 @@ def _problems(exc: ValidationError, root: yaml.Node) -> list[Problem]:
             got = repr(error["input"])
             if not (isinstance(error["input"], str) and got in message):
                 message += f" (got {got})"
-        problems.append(Problem(_line_of(root, loc), _render(loc), message))
+        problems.append(Problem(marked.line_of(loc), render_path(loc), message))
     unique = list(dict.fromkeys(problems))
     return sorted(unique, key=lambda p: p.line or 0)
-
-
-def _line_of(root: yaml.Node, loc: Loc) -> int:
-    """The 1-based line of the deepest node `loc` reaches: the key naming a field, the item of a
-    list, or, for a missing field, the mapping it is missing from."""
-    node = root
-    line = root.start_mark.line
-    for part in loc:
-        if isinstance(node, yaml.MappingNode) and isinstance(part, str):
-            for key, value in node.value:
-                if isinstance(key, yaml.ScalarNode) and key.value == part:
-                    line, node = key.start_mark.line, value
-                    break
-            else:
-                break
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
-            if not 0 <= part < len(node.value):
-                break
-            node = node.value[part]
-            line = node.start_mark.line
-        else:
-            break
-    return line + 1
-
-
-def _render(loc: Loc) -> str:
-    """`nodeGroups[0].size` from `("nodeGroups", 0, "size")`."""
-    text = ""
-    for part in loc:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
-    return text
 
 
 def _model_at(loc: Loc) -> type[BaseModel] | None:

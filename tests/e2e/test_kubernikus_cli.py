@@ -117,7 +117,7 @@ def test_a_bad_config_stops_startup_with_its_line(kubernikus_cluster: Path, tmp_
     assert (
         out.strip()
         .splitlines()[-1]
-        .startswith(f"nodeops run: {config}:2: intervals.requeue: 'soon' is not a duration")
+        .startswith(f'nodeops run: {config}:2: intervals.requeue: invalid duration "soon": ')
     )
 
 

@@ -82,6 +82,17 @@ def test_nodeops_run_exits_2_with_one_line(
     assert err.startswith(f"nodeops run: {bad}:4: ") and err.count("\n") == 1
 
 
+def test_nodeops_run_with_a_missing_kubeconfig_says_so_in_one_line(
+    toy: ControllerPlugin,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,  # type: ignore[type-arg]
+) -> None:
+    missing = tmp_path / "nonexistent"
+    assert main(["run", "--controllers", "toy", "--kubeconfig", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"nodeops run: stat {missing}: no such file or directory\n"
+
+
 def test_provider_config_file(tmp_path: Path) -> None:
     good = tmp_path / "p.yaml"
     good.write_text("providers:\n  sim: {endpoint: 'http://127.0.0.1:1'}\n")

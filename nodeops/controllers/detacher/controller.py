@@ -9,6 +9,7 @@ from nodeops.controllers import SetupContext, SetupError
 from nodeops.controllers.detacher.ingress import daemonset_of
 from nodeops.controllers.detacher.reconciler import ATTACHMENTS, CONTROLLER, DetacherReconciler
 from nodeops.controllers.detacher.settings import DetacherSettings
+from nodeops.drain.sources import SharedInformers
 from nodeops.kube import Controller, Manager, Request, any_of, generation_changed
 from nodeops.kube import objects as o
 from nodeops.kube.informer import index_pods_by_node
@@ -60,6 +61,7 @@ def detacher_controller(
         attachments=attachments,
         pods=pods,
         services=services,
+        drain_sources=lambda: SharedInformers.for_manager(manager),
     )
     controller = Controller(
         CONTROLLER, reconciler, max_concurrent_reconciles=settings.max_concurrent_reconciles

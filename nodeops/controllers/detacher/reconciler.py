@@ -22,7 +22,7 @@ cache never takes a node that stays out of its load balancers (nor puts a leavin
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -54,6 +54,7 @@ from nodeops.controllers.detacher.settings import DetacherSettings
 from nodeops.drain.engine import Drainer
 from nodeops.drain.errors import DrainError
 from nodeops.drain.options import DAEMONSET_DRAIN_TAINT, DrainOptions
+from nodeops.drain.sources import DrainSources
 from nodeops.kube import (
     NORMAL,
     WARNING,
@@ -140,7 +141,9 @@ class DetacherReconciler:
 
     `nodes`, `attachments` (in `namespace`), `pods` (indexed by node, only with ingress
     DaemonSets) and `services` (only with discovery=services) are the manager's shared
-    informers, declared as the controller's sources.
+    informers, declared as the controller's sources. `drain_sources` gives where the drain that
+    stops a node's pods reads the cluster (the manager's `SharedInformers`, so its budget tokens
+    are those of every other controller in the process); asked for only when pods are stopped.
     """
 
     def __init__(
@@ -155,8 +158,10 @@ class DetacherReconciler:
         attachments: Informer,
         pods: Informer | None = None,
         services: Informer | None = None,
+        drain_sources: Callable[[], DrainSources] | None = None,
     ) -> None:
         self.client = client
+        self.drain_sources = drain_sources
         self.events = events
         self.provider = provider
         self.settings = settings
@@ -364,7 +369,8 @@ class DetacherReconciler:
             ignore_daemonsets=not daemonsets,
             evict_daemonsets=daemonsets,
         )
-        return Drainer(self.client, options, events=self.events)
+        sources = self.drain_sources() if self.drain_sources is not None else None
+        return Drainer(self.client, options, sources=sources, events=self.events)
 
 
 class _Pass:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -10,6 +11,7 @@ import orjson
 from nodeops.controllers.maintenance.keys import Keys
 from nodeops.drain.engine import Drainer
 from nodeops.drain.options import DrainOptions
+from nodeops.drain.sources import DrainSources
 from nodeops.kube.client import Client
 from nodeops.kube.events import EventRecorder
 from nodeops.kube.informer import Informer
@@ -34,7 +36,12 @@ def pods_by_node(pod: Obj) -> list[str]:
 
 
 class CacheView:
-    """A `ClusterView` over informers; without a pod informer, pods are listed on demand."""
+    """A `ClusterView` over informers; without a pod informer, pods are listed on demand.
+
+    `drain_sources` gives where drains read the cluster (the manager's `SharedInformers`, so
+    their budget tokens are those of every other controller in the process); asked for on the
+    first drain, so a configuration without one watches no more than it needs.
+    """
 
     def __init__(
         self,
@@ -45,8 +52,10 @@ class CacheView:
         pods: Informer | None = None,
         events: EventRecorder | None = None,
         http: httpx.AsyncClient | None = None,
+        drain_sources: Callable[[], DrainSources] | None = None,
     ) -> None:
         self._client = client
+        self._drain_sources = drain_sources
         self._nodes = nodes
         self._pods = pods
         self._events = events
@@ -97,7 +106,8 @@ class CacheView:
         return items
 
     def drainer(self, options: DrainOptions) -> Drainer:
-        return Drainer(self._client, options, events=self._events)
+        sources = self._drain_sources() if self._drain_sources is not None else None
+        return Drainer(self._client, options, sources=sources, events=self._events)
 
     async def close(self) -> None:
         if self._http is not None:

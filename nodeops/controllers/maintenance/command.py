@@ -76,7 +76,7 @@ async def explain(args: argparse.Namespace) -> int:
     from nodeops.controllers.maintenance.info import node_info
     from nodeops.controllers.maintenance.keys import Keys
     from nodeops.kube import errors
-    from nodeops.kube.client import Client
+    from nodeops.kube.oneshot import KubeconfigError, OneShotClient, describe, load_client
     from nodeops.kube.resources import NODES
 
     try:
@@ -88,7 +88,18 @@ async def explain(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"nodeops maintenance explain: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    client = await Client.from_kubeconfig(args.kubeconfig, args.context)
+
+    def say_retry(text: str) -> None:
+        if sys.stderr.isatty():  # a person waiting is told; a script's log is not
+            print(f"Retrying: {text}", file=sys.stderr)
+
+    try:
+        client = await load_client(
+            args.kubeconfig, args.context, cls=OneShotClient, on_retry=say_retry
+        )
+    except KubeconfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INVALID
     try:
         nodes, _ = await client.list(NODES)
         node = next((n for n in nodes if n["metadata"]["name"] == args.node), None)
@@ -102,7 +113,7 @@ async def explain(args: argparse.Namespace) -> int:
         finally:
             await view.close()
     except errors.KubeError as exc:
-        print(f"nodeops maintenance explain: {exc}", file=sys.stderr)
+        print(describe(exc, client.base_url), file=sys.stderr)
         return EXIT_INVALID
     finally:
         await client.close()

@@ -19,13 +19,18 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
+from nodeops.common.yamlfile import (
+    ConfigFileError,
+    Marked,
+    load_yaml,
+    read_config_text,
+)
 from nodeops.controllers.maintenance import expression
 from nodeops.controllers.maintenance.durations import parse_duration
 from nodeops.controllers.maintenance.expression import ExpressionError
 from nodeops.controllers.maintenance.plugins.base import PluginType, Registry
 from nodeops.controllers.maintenance.state import STATES, State
 from nodeops.controllers.maintenance.templating import TemplateError
-from nodeops.controllers.maintenance.yamlmarks import Marked, YamlProblem, load
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
 KINDS = ("check", "trigger", "notify")
@@ -34,20 +39,34 @@ DEFAULT_PROFILE = "default"
 
 @dataclass(frozen=True, slots=True)
 class Problem:
+    """One problem (or warning) at a line of the file; no line when the file itself is at fault
+    (it cannot be read)."""
+
     file: str
-    line: int
+    line: int | None
     message: str
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}: {self.message}"
+        where = self.file if self.line is None else f"{self.file}:{self.line}"
+        return f"{where}: {self.message}"
 
 
 class ConfigError(ValueError):
     """The configuration cannot be used; `problems` lists each with its FILE:LINE."""
 
     def __init__(self, problems: list[Problem]) -> None:
-        self.problems = sorted(problems, key=lambda p: (p.file, p.line))
+        self.problems = sorted(problems, key=lambda p: (p.file, p.line or 0))
         super().__init__("\n".join(str(p) for p in self.problems))
+
+    @classmethod
+    def from_file_error(cls, exc: ConfigFileError) -> ConfigError:
+        """The problems of reading the file as YAML, in this module's terms."""
+        return cls(
+            [
+                Problem(exc.source, p.line, f"{p.field}: {p.message}" if p.field else p.message)
+                for p in exc.problems
+            ]
+        )
 
 
 # ---------------------------------------------------------------------- raw shape
@@ -506,9 +525,9 @@ def load_text(
     env: Mapping[str, str] | None = None,
 ) -> MaintenanceConfig:
     try:
-        marked = load(text, os.environ if env is None else env)
-    except YamlProblem as exc:
-        raise ConfigError([Problem(file, exc.line, exc.message)]) from None
+        marked = load_yaml(text, source=file, environ=os.environ if env is None else env)
+    except ConfigFileError as exc:
+        raise ConfigError.from_file_error(exc) from None
     return _Loader(file, marked, registry or default_registry()).load()
 
 
@@ -516,7 +535,7 @@ def load_file(
     path: str | Path, *, registry: Registry | None = None, env: Mapping[str, str] | None = None
 ) -> MaintenanceConfig:
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError([Problem(str(path), 0, f"cannot read: {exc}")]) from None
+        text = read_config_text(path)
+    except ConfigFileError as exc:
+        raise ConfigError.from_file_error(exc) from None
     return load_text(text, str(path), registry=registry, env=env)

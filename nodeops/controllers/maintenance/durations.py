@@ -11,17 +11,7 @@ from __future__ import annotations
 import re
 from datetime import time
 
-_UNITS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "μs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+from nodeops.api.duration import parse_duration as parse_go_duration
 
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
@@ -29,7 +19,8 @@ _DAYS_IN_MONTH = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
 
 def parse_duration(value: object) -> float:
-    """Seconds in a Go duration string (or a bare number of seconds); ValueError if malformed."""
+    """Seconds in a Go duration string (or a bare number of seconds); ValueError if malformed
+    or negative. The grammar is `nodeops.api.duration`'s, the one Go-duration parser."""
     if isinstance(value, bool):
         raise ValueError(f"invalid duration {value!r}")
     if isinstance(value, int | float):
@@ -38,28 +29,10 @@ def parse_duration(value: object) -> float:
         return float(value)
     if not isinstance(value, str):
         raise ValueError(f"invalid duration {value!r}")
-    text = value.strip()
-    sign = 1.0
-    if text[:1] in "+-" and text:
-        sign = -1.0 if text[0] == "-" else 1.0
-        text = text[1:]
-    if text == "0":
-        return 0.0
-    if not text:
-        raise ValueError(f'invalid duration "{value}"')
-    total = 0.0
-    pos = 0
-    while pos < len(text):
-        m = _PART.match(text, pos)
-        if m is None:
-            raise ValueError(
-                f'invalid duration "{value}": expected a number and a unit (ns, us, ms, s, m, h)'
-            )
-        total += float(m.group(1)) * _UNITS[m.group(2)]
-        pos = m.end()
-    if sign < 0 and total:
+    seconds = parse_go_duration(value.strip())
+    if seconds < 0:
         raise ValueError(f'invalid duration "{value}": must not be negative')
-    return total
+    return seconds + 0.0  # never -0.0
 
 
 def format_duration(seconds: float) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import structlog
 
+from nodeops.common.yamlfile import ConfigFileError, read_config_text
 from nodeops.controllers.maintenance.config import ConfigError, MaintenanceConfig, load_text
 from nodeops.controllers.maintenance.metrics import CONFIG_GOOD, CONFIG_RELOADS
 from nodeops.controllers.maintenance.plugins.base import Registry
@@ -39,15 +40,16 @@ class ConfigSource:
         return self._current
 
     def _read(self) -> tuple[str, str]:
-        text = self.path.read_text(encoding="utf-8")
+        """The file's text and digest; ConfigError naming the file when it cannot be read."""
+        try:
+            text = read_config_text(self.path)
+        except ConfigFileError as exc:
+            raise ConfigError.from_file_error(exc) from None
         return text, hashlib.sha256(text.encode()).hexdigest()
 
     def load(self) -> MaintenanceConfig:
         """The first load: raises ConfigError (FILE:LINE lines) so startup stops."""
-        try:
-            text, digest = self._read()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise _unreadable(self.path, exc) from exc
+        text, digest = self._read()
         config = load_text(text, str(self.path), registry=self.registry)
         self._current, self._digest = config, digest
         CONFIG_RELOADS.labels("success").inc()
@@ -60,8 +62,8 @@ class ConfigSource:
         """Load the file again if it changed; True when a new configuration is in force."""
         try:
             text, digest = self._read()
-        except (OSError, UnicodeDecodeError) as exc:
-            return self._failed(str(_unreadable(self.path, exc)))
+        except ConfigError as exc:
+            return self._failed(str(exc))
         if digest == self._digest:
             return False
         try:
@@ -95,9 +97,3 @@ class ConfigSource:
                 await asyncio.wait_for(stop.wait(), interval)
             if not stop.is_set():
                 self.reload()
-
-
-def _unreadable(path: Path, exc: BaseException) -> ConfigError:
-    from nodeops.controllers.maintenance.config import Problem
-
-    return ConfigError([Problem(str(path), 0, f"cannot read: {exc}")])

@@ -15,6 +15,7 @@ from nodeops.controllers.maintenance.keys import Keys
 from nodeops.controllers.maintenance.reconciler import MaintenanceReconciler
 from nodeops.controllers.maintenance.sender import NotificationSender
 from nodeops.controllers.maintenance.source import ConfigSource
+from nodeops.drain.sources import SharedInformers
 from nodeops.kube.controller import Controller, Request
 from nodeops.kube.informer import Informer, default_transform
 from nodeops.kube.manager import Manager, parse_addr
@@ -83,7 +84,14 @@ def build(manager: Manager, settings: MaintenanceSettings, **reconciler_args: An
     pods = (
         manager.informers.informer(PODS, transform=slim_pod) if "pods" in config.needs() else None
     )
-    view = CacheView(manager.client, nodes, keys, pods=pods, events=manager.events)
+    view = CacheView(
+        manager.client,
+        nodes,
+        keys,
+        pods=pods,
+        events=manager.events,
+        drain_sources=lambda: SharedInformers.for_manager(manager),
+    )
     sender = NotificationSender(view)
     info = InfoStore()
     reconciler = MaintenanceReconciler(source, keys, view, sender, info, **reconciler_args)

@@ -20,32 +20,38 @@ def _healthy(pod: dict[str, Any]) -> bool:
 
 
 class BudgetMonitor:
-    """Sees each pod write as the server stores it; records the fewest healthy pods per app."""
+    """Sees each pod write as the server stores it; records the fewest healthy pods per app
+    (the pods whose `app` label, or the label named in `watch`, has that value)."""
 
     def __init__(self, server: SimServer) -> None:
         self.budgets: dict[str, int] = {}
+        self.labels: dict[str, str] = {}
         self.healthy: dict[str, dict[str, bool]] = {}
         self.lowest: dict[str, int] = {}
         self.evictions: dict[str, int] = {}
         self.server = server
         server.store.write_hooks.append(self._on_write)
 
-    def watch(self, app: str, *, min_available: int) -> None:
-        """Start refereeing `app`'s pods, from the state the server holds now."""
+    def watch(self, app: str, *, min_available: int, label: str = "app") -> None:
+        """Start refereeing the pods labelled `label=app`, from the state the server holds now."""
         self.budgets[app] = min_available
+        self.labels[app] = label
         self.evictions.setdefault(app, 0)
         pods = self.healthy.setdefault(app, {})
         for entry in self.server.store.bucket(("", "pods")).entries():
-            if entry.labels.get("app") == app:
+            if entry.labels.get(label) == app:
                 pods[entry.name] = _healthy(entry.decode())
 
     def _on_write(self, key: tuple[str, str], ev: WatchEvent) -> None:
         if key != ("", "pods"):
             return
         pod = orjson.loads(ev.entry.raw)
-        app = (pod["metadata"].get("labels") or {}).get("app")
-        if app not in self.budgets:
-            return
+        labels = pod["metadata"].get("labels") or {}
+        for app, label in self.labels.items():
+            if labels.get(label) == app:
+                self._count(app, pod, ev)
+
+    def _count(self, app: str, pod: dict[str, Any], ev: WatchEvent) -> None:
         pods = self.healthy[app]
         name = pod["metadata"]["name"]
         was_healthy = pods.get(name, False)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 from pathlib import Path
 from typing import Any
 
 from nodeops.drain import command
 from nodeops.kube.resources import NODES, PDBS
+from tests.waiting import until
 
 from .workload import NS, create_on, deployment, pdb, pods_on, running, settle_pdb
 
@@ -42,3 +44,35 @@ async def test_parallel_drains_share_every_budget(cluster: Any, tmp_path: Path) 
     await running(client, "b", 3)
     refused = (sim.server.stats.snapshot()["by_code"].get("429") or {}).get("requests", 0)
     assert refused == 0
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+async def test_passing_api_errors_are_retried_and_said_on_a_terminal_only(
+    cluster: Any, tmp_path: Path
+) -> None:
+    """A 500 is retried with backoff; a person at a terminal is told, a script's log is not."""
+    sim, client, _ = cluster
+    kubeconfig = sim.server.write_kubeconfig(tmp_path / "kubeconfig")
+    said: dict[bool, str] = {}
+
+    async def refused() -> bool:
+        return sim.server.faults.counts()["error-500"] >= 1
+
+    for tty in (True, False):
+        await client.patch(NODES, "node-0", {"spec": {"unschedulable": None}})
+        sim.server.faults.update("error=500@get/nodes")
+        out, err = io.StringIO(), _Terminal() if tty else io.StringIO()
+        parsed = command.parse(["cordon", "node-0", "--kubeconfig", str(kubeconfig)])
+        run = asyncio.create_task(command.execute(parsed, out, err))
+        await until(refused, what="a refused read")
+        sim.server.faults.update("")  # the server recovers
+        assert await run == 0, err.getvalue()
+        assert out.getvalue() == "node/node-0 cordoned\n"
+        said[tty] = err.getvalue()
+    assert said[True].startswith("Retrying: Error from server (InternalError): ")
+    assert "retrying in " in said[True]
+    assert said[False] == ""

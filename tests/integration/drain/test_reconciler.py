@@ -4,11 +4,13 @@ The reconciler drains every node labelled `example.nodeops.dev/drain=true`, keep
 drain started in an annotation (so a restarted controller resumes with the same start) and
 requeueing until the pass reports complete. Two nodes are drained at once under one
 PodDisruptionBudget that spans both: one `SharedInformers` serves both reconciles, so its budget
-tokens are shared and no eviction is ever refused.
+tokens are shared and no eviction is ever refused. The same holds for two controllers of one
+manager, each draining its own node: `SharedInformers.for_manager` gives both the same tokens.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -39,7 +41,8 @@ PROGRESS = "example.nodeops.dev/drain-progress"
 class NodeDrainReconciler:
     """Drains labelled nodes, one `step` per reconcile."""
 
-    def __init__(self, manager: Manager, options: DrainOptions) -> None:
+    def __init__(self, manager: Manager, options: DrainOptions, label: str = LABEL) -> None:
+        self.label = label
         self.client = manager.client
         self.nodes = manager.informers.informer(NODES)
         sources = SharedInformers.for_manager(manager)
@@ -48,7 +51,7 @@ class NodeDrainReconciler:
 
     async def reconcile(self, request: Request, ctx: ReconcileContext) -> Result | None:
         node = self.nodes.get(request.name)
-        if node is None or o.labels(node).get(LABEL) != "true":
+        if node is None or o.labels(node).get(self.label) != "true":
             return None
         started = o.parse_time(o.annotations_of(node).get(STARTED))
         if started is None:
@@ -70,8 +73,6 @@ class NodeDrainReconciler:
 
 @contextlib.asynccontextmanager
 async def manager_running(manager: Manager) -> AsyncIterator[None]:
-    import asyncio
-
     task = asyncio.create_task(manager.run())
     try:
         yield
@@ -117,3 +118,45 @@ async def test_a_controller_drains_two_nodes_at_once_under_one_budget(cluster: A
     refused = (sim.server.stats.snapshot()["by_code"].get("429") or {}).get("requests", 0)
     assert refused == 0
     assert reconciler.passes >= 2
+
+
+async def test_two_controllers_of_one_manager_share_the_budget_tokens(cluster: Any) -> None:
+    """Two controllers, each with its own `Drainer` made from `SharedInformers.for_manager`,
+    drain a node each under one budget that allows a single disruption: had each its own
+    tokens, both would spend the one disruption at once and the server would refuse one."""
+    sim, client, monitor = cluster
+    await create_on(client, "node-0", deployment("a", 3, labels={"tier": "web"}))
+    await create_on(client, "node-1", deployment("b", 3, labels={"tier": "web"}))
+    web = pdb("web", "a", maxUnavailable=1)
+    web["spec"]["selector"] = {"matchLabels": {"tier": "web"}}
+    await client.create(PDBS, web, NS)
+    await settle_pdb(client, "web", 6)
+    monitor.watch("web", min_available=5, label="tier")  # never two of the six down at once
+    manager = Manager(client, metrics_addr="0", health_addr="0")
+    first = NodeDrainReconciler(manager, DrainOptions(), label="example.nodeops.dev/first")
+    second = NodeDrainReconciler(manager, DrainOptions(), label="example.nodeops.dev/second")
+    assert first.drainer.sources is second.drainer.sources
+    manager.add(Controller("first", first).for_(first.nodes))
+    manager.add(Controller("second", second).for_(second.nodes))
+    sim.server.stats.reset()
+    async with manager_running(manager):
+        # One write labels both nodes for their controllers, so both drains start together.
+        await asyncio.gather(
+            client.patch(NODES, "node-0", {"metadata": {"labels": {first.label: "true"}}}),
+            client.patch(NODES, "node-1", {"metadata": {"labels": {second.label: "true"}}}),
+        )
+
+        async def both_drained() -> bool:
+            nodes = [await client.get(NODES, n) for n in ("node-0", "node-1")]
+            return all(
+                o.annotations_of(n).get(PROGRESS, "").startswith("Drain completed") for n in nodes
+            )
+
+        await until(both_drained, timeout=90, what="both nodes drained")
+    for name in ("node-0", "node-1"):
+        assert await pods_on(client, name) == []
+    await running(client, "a", 3)
+    await running(client, "b", 3)
+    assert monitor.evictions["web"] == 6
+    refused = (sim.server.stats.snapshot()["by_code"].get("429") or {}).get("requests", 0)
+    assert refused == 0

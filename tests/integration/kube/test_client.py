@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 
 from nodeops.kube import errors
-from nodeops.kube.client import Client
+from nodeops.kube.client import Client, RetryNotice
 from nodeops.kube.metrics import REGISTRY
 from nodeops.kube.resources import CONFIGMAPS, NODES
 
@@ -159,12 +159,22 @@ def _retries(client: Client, method: str, code: str) -> float:
 
 async def test_get_honours_retry_after_then_succeeds(scripted: Scripted) -> None:
     scripted.steps = [_status(429, "0.3", "TooManyRequests"), _status(503), _reset]
-    async with Client(scripted.url, qps=0, timeout=5) as client:
+    notices: list[RetryNotice] = []
+    async with Client(scripted.url, qps=0, timeout=5, on_retry=notices.append) as client:
         got = await client.get(CONFIGMAPS, "x", NS)
     assert got["metadata"]["name"] == "x"
     assert len(scripted.seen) == 4
     # The 429 asked for 0.3 s, and the client waited at least that long.
     assert scripted.seen[1][2] - scripted.seen[0][2] >= 0.3
+    # Each retry was told to the hook before it was sent: why, which attempt, how long after
+    # (a connection reset on a kept-alive connection aiohttp sends again itself, unseen).
+    path = f"/api/v1/namespaces/{NS}/configmaps/x"
+    assert [(n.method, n.path, n.attempt) for n in notices[:2]] == [
+        ("GET", path, 1),
+        ("GET", path, 2),
+    ]
+    assert [type(n.error) for n in notices[:2]] == [errors.TooManyRequests, errors.ServerError]
+    assert notices[0].delay == 0.3
 
 
 async def test_idempotent_writes_are_retried(scripted: Scripted) -> None:

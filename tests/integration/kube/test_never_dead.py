@@ -215,13 +215,14 @@ async def _readyz(http: aiohttp.ClientSession, manager: Manager) -> int:
 
 
 async def test_a_cache_that_keeps_failing_fails_readiness(client: Client, sim: SimServer) -> None:
+    """The controller keeps retrying, as client-go does, but a list/watch that keeps failing is
+    counted and fails readiness until it works again."""
+    code = "500"
     manager = Manager(client, metrics_addr="0", health_addr="127.0.0.1:0")
     inf = manager.informers.informer(CONFIGMAPS)
     inf.backoff.initial = 0.02
     inf.backoff.maximum = 0.1
-    before = sample(
-        "nodeops_informer_list_watch_failures_total", resource="configmaps", error="500"
-    )
+    before = sample("nodeops_informer_list_watch_failures_total", resource="configmaps", error=code)
     sim.faults.update("watch-cut=seconds:0.2@configmaps")  # watches end often, harmlessly
     async with running(manager), aiohttp.ClientSession() as http:
 
@@ -233,15 +234,84 @@ async def test_a_cache_that_keeps_failing_fails_readiness(client: Client, sim: S
 
         await until(ready, what="ready")
         # From now on every list and watch of configmaps fails.
-        sim.faults.update("error=500@list,watch/configmaps; watch-cut=seconds:0.2@configmaps")
+        sim.faults.update(f"error={code}@list,watch/configmaps; watch-cut=seconds:0.2@configmaps")
         await until(unready, what="readiness to fail")
         failures = sample(
-            "nodeops_informer_list_watch_failures_total", resource="configmaps", error="500"
+            "nodeops_informer_list_watch_failures_total", resource="configmaps", error=code
         )
         assert failures - before >= inf.unhealthy_after
         assert "configmaps" in (inf.problem() or "")
+        # Still retried: the failures go on being counted while it fails.
+        await until(lambda: _more_failures(code, failures), what="list/watch still being retried")
         sim.faults.update("watch-cut=seconds:0.2@configmaps")
         await until(ready, what="readiness to recover")
+
+
+RBAC = "/apis/rbac.authorization.k8s.io/v1/namespaces/default"
+
+
+async def test_a_cache_that_lost_its_permission_fails_readiness_until_it_is_back() -> None:
+    """The permanent case: the operator's RoleBinding is removed (403 on every list and watch).
+    It is retried, counted under 403 and fails readiness; once the binding is back, it heals."""
+    sim = SimServer(rbac=True, bookmark_interval=0.2, faults="watch-cut=seconds:0.2@configmaps")
+    await sim.start()
+    admin = Client(sim.url, token=sim.admin_token, qps=0, timeout=10)
+    role = {
+        "metadata": {"name": "reader"},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list", "watch"]}],
+    }
+    binding = {
+        "metadata": {"name": "operator-reads"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"},
+        "subjects": [{"kind": "ServiceAccount", "name": "operator", "namespace": NS}],
+    }
+    try:
+        await admin.request("POST", f"/api/v1/namespaces/{NS}/serviceaccounts",
+                            body={"metadata": {"name": "operator"}})  # fmt: skip
+        token = (
+            await admin.request(
+                "POST",
+                f"/api/v1/namespaces/{NS}/serviceaccounts/operator/token",
+                body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest"},
+            )
+        )["status"]["token"]
+        await admin.request("POST", f"{RBAC}/roles", body=role)
+        await admin.request("POST", f"{RBAC}/rolebindings", body=binding)
+        async with Client(sim.url, token=token, qps=0, timeout=10) as client:
+            manager = Manager(client, metrics_addr="0", health_addr="127.0.0.1:0")
+            inf = manager.informers.informer(CONFIGMAPS, namespace=NS)
+            inf.backoff.initial = 0.02
+            inf.backoff.maximum = 0.1
+            before = sample(
+                "nodeops_informer_list_watch_failures_total", resource="configmaps", error="403"
+            )
+            async with running(manager), aiohttp.ClientSession() as http:
+
+                async def ready() -> bool:
+                    return await _readyz(http, manager) == 200
+
+                async def unready() -> bool:
+                    return await _readyz(http, manager) == 500
+
+                await until(ready, what="ready")
+                await admin.request("DELETE", f"{RBAC}/rolebindings/operator-reads")
+                await until(unready, what="readiness to fail")
+                assert "forbidden" in (inf.problem() or "")
+                failures = sample(
+                    "nodeops_informer_list_watch_failures_total", resource="configmaps", error="403"
+                )
+                assert failures - before >= inf.unhealthy_after
+                await until(lambda: _more_failures("403", failures), what="retried still")
+                await admin.request("POST", f"{RBAC}/rolebindings", body=binding)
+                await until(ready, what="readiness to recover")
+    finally:
+        await admin.close()
+        await sim.stop()
+
+
+async def _more_failures(code: str, than: float) -> bool:
+    now = sample("nodeops_informer_list_watch_failures_total", resource="configmaps", error=code)
+    return now > than
 
 
 # ---------------------------------------------------------------------- supervision

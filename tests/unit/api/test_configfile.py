@@ -82,7 +82,7 @@ def test_errors_name_file_line_and_field() -> None:
     lines = str(err.value).splitlines()
     assert lines[0].startswith("k.yaml:4: inner.force: ")
     assert lines[1].startswith("k.yaml:6: items[0].period: ")
-    assert "'soon' is not a duration" in lines[1]
+    assert 'invalid duration "soon": use a number and a unit' in lines[1]
 
 
 def test_missing_and_unknown_keys() -> None:

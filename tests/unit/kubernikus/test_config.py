@@ -58,7 +58,7 @@ def test_the_reference_test_suite_file_loads(tmp_path: Path) -> None:
     ("edit", "expected"),
     [
         (("requeue: 30s", "requeue: 0s"), ":2: intervals.requeue: must be a positive duration"),
-        (("requeue: 30s", "requeue: soon"), ":2: intervals.requeue: 'soon' is not a duration"),
+        (("requeue: 30s", "requeue: soon"), ':2: intervals.requeue: invalid duration "soon"'),
         (
             ("    timeout: 5m\n  # Defines how long and frequent to try", "  # Defines how long"),
             ":4: intervals.podDeletion.timeout: required, but not set",

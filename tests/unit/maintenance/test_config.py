@@ -117,16 +117,16 @@ def test_expression_syntax_error() -> None:
 
 def test_yaml_syntax_error_and_unset_environment() -> None:
     [p] = problems("profiles:\n- name: [\n")
-    assert p.startswith("m.yaml:3: YAML:")
+    assert p.startswith("m.yaml:3: invalid YAML:")
     [p] = problems("intervals:\n  requeue: ${REQUEUE}\n")
-    assert p.startswith("m.yaml:2: environment variable REQUEUE is not set")
+    assert p.startswith("m.yaml:2: intervals.requeue: environment variable REQUEUE is not set")
 
 
 def test_hostile_yaml_is_an_error_not_a_crash() -> None:
     [p] = problems("[" * 5000 + "]" * 5000)
-    assert p == "m.yaml:1: YAML nested too deeply"
+    assert p == "m.yaml:1: invalid YAML: nested too deeply"
     [p] = problems("a: &a [*a]\n")
-    assert p.startswith("m.yaml:1: YAML")  # a recursive alias
+    assert p.startswith("m.yaml:1: invalid YAML")  # a recursive alias
     bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
         f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n" for i in range(6)
     )

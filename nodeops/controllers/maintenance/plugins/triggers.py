@@ -16,6 +16,7 @@ from nodeops.controllers.maintenance.plugins.base import (
 from nodeops.controllers.maintenance.plugins.fields import Duration, Text
 from nodeops.drain.errors import DrainError
 from nodeops.drain.options import DrainOptions
+from nodeops.drain.sources import SourcesNotReady
 from nodeops.kube import errors
 
 
@@ -109,6 +110,8 @@ class Eviction:
         drainer = ctx.cluster.drainer(self.options)
         try:
             progress = await drainer.step(ctx.node_name, ctx.transition)
+        except SourcesNotReady as exc:
+            raise Retry(f"drain: {exc}") from exc
         except DrainError as exc:
             raise PluginError(f"drain: {exc}") from exc
         except errors.KubeError as exc:
