@@ -93,6 +93,8 @@ async def until(run: Run, goal: Callable[[], bool], what: str) -> None:
         assert run.proc is None or run.proc.returncode is None, f"nodeops exited before {what}"
         assert asyncio.get_running_loop().time() < deadline, f"no {what} in {SCENARIO_TIMEOUT}s"
         await asyncio.sleep(0.1)
+    # A refusal on the way to the goal counts even when the goal was reached within one poll.
+    assert run.forbidden() == 0, f"a request was refused (403) before {what}"
 
 
 async def leads_and_hands_over(run: Run) -> None:
