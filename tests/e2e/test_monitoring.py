@@ -44,7 +44,7 @@ TARGET_LABELS = {"job", "instance", "namespace", "pod", "service", "endpoint", "
 GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$job": "nodeops-metrics"}
 # Labels of our own that a scrape renames (to exported_<name>) because the target has them too.
 # Queries cannot name them as exported; the runbooks say where they went.
-RENAMED_BY_THE_SCRAPE = {("nodeops_maintenance_notifications", "instance")}
+RENAMED_BY_THE_SCRAPE: set[tuple[str, str]] = set()
 CONTROLLERS = "cycling,cycling-observer,detacher,maintenance,kubernikus"
 SUFFIXES = {
     "counter": ("_total", "_created"),

@@ -37,8 +37,9 @@ TRANSITION_FAILURES = Counter(
 )
 NOTIFICATIONS = Counter(
     "nodeops_maintenance_notifications",
-    "Notifications by instance and result (sent, retried, failed, dropped)",
-    ["instance", "result"],
+    # Not `instance`: a scrape sets that label on every series and would rename ours.
+    "Notifications by notification instance and result (sent, retried, failed, dropped)",
+    ["notification", "result"],
     registry=REGISTRY,
 )
 CONFIG_RELOADS = Counter(
