@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import contextvars
 import os
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from enum import Enum
 from typing import Any, TypeVar
@@ -181,6 +182,13 @@ def check_kubeconfig(path: str | None) -> None:
         raise KubeconfigError(
             "no cluster configuration: pass --kubeconfig, set $KUBECONFIG, or create ~/.kube/config"
         )
+
+
+def say_retry_on_terminal(text: str) -> None:
+    """A passing API error being retried: a person waiting at a terminal is told; a script's log
+    is not filled with lines about errors that went away."""
+    if sys.stderr.isatty():
+        print(f"Retrying: {text}", file=sys.stderr)
 
 
 async def load_client(

@@ -187,7 +187,13 @@ def plan_requests(
 async def _main(args: argparse.Namespace) -> int:
     from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS, NODEGROUPS
     from nodeops.kube import errors
-    from nodeops.kube.client import Client
+    from nodeops.kube.oneshot import (
+        KubeconfigError,
+        OneShotClient,
+        describe,
+        load_client,
+        say_retry_on_terminal,
+    )
     from nodeops.kube.resources import NODES
 
     problems = _selection_problems(args)
@@ -196,9 +202,11 @@ async def _main(args: argparse.Namespace) -> int:
             print(f"error: {p}", file=sys.stderr)
         return 2
     try:
-        client = await Client.from_kubeconfig(args.kubeconfig, args.context, qps=0)
-    except Exception as e:
-        print(f"error: cannot load cluster configuration: {e}", file=sys.stderr)
+        client = await load_client(
+            args.kubeconfig, args.context, cls=OneShotClient, qps=0, on_retry=say_retry_on_terminal
+        )
+    except KubeconfigError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
     try:
         try:
@@ -212,7 +220,7 @@ async def _main(args: argparse.Namespace) -> int:
             )
             return 2
         except errors.KubeError as e:
-            print(f"error: {e}", file=sys.stderr)
+            print(describe(e, client.base_url), file=sys.stderr)
             return 1
         plan = plan_requests(args, nodegroups, nodes)
         if plan.problems:

@@ -76,7 +76,13 @@ async def explain(args: argparse.Namespace) -> int:
     from nodeops.controllers.maintenance.info import node_info
     from nodeops.controllers.maintenance.keys import Keys
     from nodeops.kube import errors
-    from nodeops.kube.oneshot import KubeconfigError, OneShotClient, describe, load_client
+    from nodeops.kube.oneshot import (
+        KubeconfigError,
+        OneShotClient,
+        describe,
+        load_client,
+        say_retry_on_terminal,
+    )
     from nodeops.kube.resources import NODES
 
     try:
@@ -89,13 +95,9 @@ async def explain(args: argparse.Namespace) -> int:
         print(f"nodeops maintenance explain: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
-    def say_retry(text: str) -> None:
-        if sys.stderr.isatty():  # a person waiting is told; a script's log is not
-            print(f"Retrying: {text}", file=sys.stderr)
-
     try:
         client = await load_client(
-            args.kubeconfig, args.context, cls=OneShotClient, on_retry=say_retry
+            args.kubeconfig, args.context, cls=OneShotClient, on_retry=say_retry_on_terminal
         )
     except KubeconfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
