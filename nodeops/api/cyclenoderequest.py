@@ -105,19 +105,27 @@ class CycleNodeRequestSpec(ApiModel):
 
     @model_validator(mode="after")
     def _selection(self) -> Self:
-        if not (self.selector.match_labels or self.selector.match_expressions):
-            raise FieldProblem(
-                "selector", "Required value: must select nodes by at least one label"
-            )
-        if not self.node_group_name and not self.node_groups_list:
-            raise FieldProblem(
-                "nodeGroupName", "Required value: name a node group here or in {}", "nodeGroupsList"
-            )
+        check_selection(self.selector, "selector", self.node_group_name, self.node_groups_list)
         return self
 
     @property
     def node_groups(self) -> list[str]:
         return node_group_names(self.node_group_name, self.node_groups_list)
+
+
+def check_selection(
+    selector: LabelSelector, selector_field: str, group: str, more_groups: list[str] | None
+) -> None:
+    """A request or NodeGroup must select nodes by a label and name at least one group: an
+    empty selector would match every node of the cluster."""
+    if not (selector.match_labels or selector.match_expressions):
+        raise FieldProblem(
+            selector_field, "Required value: must select nodes by at least one label"
+        )
+    if not group and not more_groups:
+        raise FieldProblem(
+            "nodeGroupName", "Required value: name a node group here or in {}", "nodeGroupsList"
+        )
 
 
 def node_group_names(first: str, more: list[str] | None) -> list[str]:

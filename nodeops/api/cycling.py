@@ -188,6 +188,15 @@ StatusCodes = Annotated[
 ]
 
 
+def _checked_template(value: str) -> str:
+    """An endpoint template that renders for every node, or the field's problem."""
+    try:
+        check_template(value)
+    except TemplateError as e:
+        raise FieldProblem("", f"Invalid value: {value!r}: {e}") from None
+    return value
+
+
 class HealthCheck(ApiModel):
     """An HTTP(S) GET that must pass on a node within `waitPeriod`."""
 
@@ -207,11 +216,7 @@ class HealthCheck(ApiModel):
     @field_validator("endpoint")
     @classmethod
     def _template(cls, value: str) -> str:
-        try:
-            check_template(value)
-        except TemplateError as e:
-            raise FieldProblem("", f"Invalid value: {value!r}: {e}") from None
-        return value
+        return _checked_template(value)
 
     @field_validator("regex_match")
     @classmethod
@@ -242,11 +247,7 @@ class PreTerminationCheck(ApiModel):
     @field_validator("trigger_endpoint")
     @classmethod
     def _template(cls, value: str) -> str:
-        try:
-            check_template(value)
-        except TemplateError as e:
-            raise FieldProblem("", f"Invalid value: {value!r}: {e}") from None
-        return value
+        return _checked_template(value)
 
 
 # --- settings --------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Final, Literal, Self
 
 from pydantic import Field, model_validator
 
-from nodeops.api.cyclenoderequest import node_group_names
+from nodeops.api.cyclenoderequest import check_selection, node_group_names
 from nodeops.api.cycling import (
     Budgets,
     CycleSettings,
@@ -21,7 +21,6 @@ from nodeops.api.cycling import (
     PreTerminationCheck,
     ValidationOptions,
 )
-from nodeops.api.errors import FieldProblem
 from nodeops.api.labelselector import LabelSelector
 from nodeops.api.meta import ApiModel, Int32
 from nodeops.api.resource import AGE_COLUMN, KindInfo, PrinterColumn, Resource
@@ -77,14 +76,9 @@ class NodeGroupSpec(ApiModel):
 
     @model_validator(mode="after")
     def _selection(self) -> Self:
-        if not (self.node_selector.match_labels or self.node_selector.match_expressions):
-            raise FieldProblem(
-                "nodeSelector", "Required value: must select nodes by at least one label"
-            )
-        if not self.node_group_name and not self.node_groups_list:
-            raise FieldProblem(
-                "nodeGroupName", "Required value: name a node group here or in {}", "nodeGroupsList"
-            )
+        check_selection(
+            self.node_selector, "nodeSelector", self.node_group_name, self.node_groups_list
+        )
         return self
 
     @property
