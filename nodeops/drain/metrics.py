@@ -121,9 +121,27 @@ class DrainsInProgress(Collector):
                 del self._drains[key]
             return dict(self._drains)
 
+    def describe(self) -> list[GaugeMetricFamily]:
+        """The families without samples: their names and label names."""
+        return list(self._families())
+
     def collect(self) -> Iterator[GaugeMetricFamily]:
         drains = self.current()
         now = self._clock()
+        waiting, count, oldest = self._families()
+        by_controller: dict[str, list[datetime]] = {}
+        for (controller, node), drain in sorted(drains.items(), key=lambda item: item[0]):
+            waiting.add_metric([controller, node], drain.waiting)
+            by_controller.setdefault(controller, []).append(drain.started)
+        for controller, starts in sorted(by_controller.items()):
+            count.add_metric([controller], len(starts))
+            oldest.add_metric([controller], max(0.0, (now - min(starts)).total_seconds()))
+        yield waiting
+        yield count
+        yield oldest
+
+    @staticmethod
+    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
         waiting = GaugeMetricFamily(
             "nodeops_drain_pods_waiting_on_budget",
             "Pods of a node being drained whose eviction a PodDisruptionBudget holds back",
@@ -139,16 +157,7 @@ class DrainsInProgress(Collector):
             "Seconds since the oldest drain in progress began, by the controller draining",
             labels=["controller"],
         )
-        by_controller: dict[str, list[datetime]] = {}
-        for (controller, node), drain in sorted(drains.items(), key=lambda item: item[0]):
-            waiting.add_metric([controller, node], drain.waiting)
-            by_controller.setdefault(controller, []).append(drain.started)
-        for controller, starts in sorted(by_controller.items()):
-            count.add_metric([controller], len(starts))
-            oldest.add_metric([controller], max(0.0, (now - min(starts)).total_seconds()))
-        yield waiting
-        yield count
-        yield oldest
+        return waiting, count, oldest
 
 
 DRAINS = DrainsInProgress()

@@ -52,21 +52,12 @@ class _NodeGauges(Collector):
         self.keys = keys
         self.clock = clock
 
+    def describe(self) -> list[GaugeMetricFamily]:
+        """The families without samples: their names and label names."""
+        return list(self._families())
+
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        outdated = GaugeMetricFamily(
-            "nodeops_kubernikus_nodes_outdated",
-            "Nodes labelled for a kubelet update (their kubelet's version differs from the API "
-            "server's)",
-        )
-        in_progress = GaugeMetricFamily(
-            "nodeops_kubernikus_replacements_in_progress",
-            "Nodes being replaced, by the step their progress record names",
-            labels=["step"],
-        )
-        oldest = GaugeMetricFamily(
-            "nodeops_kubernikus_oldest_replacement_seconds",
-            "Seconds since the oldest replacement in progress began",
-        )
+        outdated, in_progress, oldest = self._families()
         try:
             nodes = self.nodes()
         except NotSynced:  # before the first sync: no samples rather than zeros
@@ -92,6 +83,24 @@ class _NodeGauges(Collector):
         yield outdated
         yield in_progress
         yield oldest
+
+    @staticmethod
+    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
+        outdated = GaugeMetricFamily(
+            "nodeops_kubernikus_nodes_outdated",
+            "Nodes labelled for a kubelet update (their kubelet's version differs from the API "
+            "server's)",
+        )
+        in_progress = GaugeMetricFamily(
+            "nodeops_kubernikus_replacements_in_progress",
+            "Nodes being replaced, by the step their progress record names",
+            labels=["step"],
+        )
+        oldest = GaugeMetricFamily(
+            "nodeops_kubernikus_oldest_replacement_seconds",
+            "Seconds since the oldest replacement in progress began",
+        )
+        return outdated, in_progress, oldest
 
 
 _gauges: _NodeGauges | None = None
