@@ -23,7 +23,7 @@ from nodeops.kube import objects as o
 from nodeops.kube.errors import NotSynced
 from nodeops.kube.metrics import REGISTRY
 
-__all__ = ["FAILURES", "REPLACEMENTS", "register_node_gauges"]
+__all__ = ["FAILURES", "NODE_GAUGES", "REPLACEMENTS"]
 
 REPLACEMENTS = Counter(
     "nodeops_kubernikus_replacements",
@@ -41,16 +41,24 @@ FAILURES = Counter(
 )
 
 
-class _NodeGauges(Collector):
-    def __init__(
+class NodeGauges(Collector):
+    """The gauges counted from the nodes' informer; without one (before the controller is set
+    up) its families have no samples."""
+
+    def __init__(self) -> None:
+        self._source: tuple[Callable[[], list[dict[str, Any]]], Keys] | None = None
+        self._clock: Callable[[], datetime] = o.now
+
+    def watch(
         self,
         nodes: Callable[[], list[dict[str, Any]]],
         keys: Keys,
-        clock: Callable[[], datetime],
+        clock: Callable[[], datetime] = o.now,
     ) -> None:
-        self.nodes = nodes
-        self.keys = keys
-        self.clock = clock
+        """Count from `nodes` (the informer's `objects`); a later setup in the same process
+        (tests) points the gauges at its own informer."""
+        self._source = (nodes, keys)
+        self._clock = clock
 
     def describe(self) -> list[GaugeMetricFamily]:
         """The families without samples: their names and label names."""
@@ -58,28 +66,32 @@ class _NodeGauges(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         outdated, in_progress, oldest = self._families()
-        try:
-            nodes = self.nodes()
-        except NotSynced:  # before the first sync: no samples rather than zeros
-            nodes = None
-        if nodes is not None:
+        nodes: list[dict[str, Any]] | None = None
+        keys: Keys | None = None
+        if self._source is not None:
+            source, keys = self._source
+            try:
+                nodes = source()
+            except NotSynced:  # before the first sync: no samples rather than zeros
+                nodes = None
+        if nodes is not None and keys is not None:
             steps: dict[str, int] = {}
             starts: list[datetime] = []
             for node in nodes:
                 try:
-                    progress = read_progress(node, self.keys)
+                    progress = read_progress(node, keys)
                 except ProgressError:
                     progress = None  # the controller discards it and starts over
                 if progress is not None:
                     steps[progress.step.value] = steps.get(progress.step.value, 0) + 1
                     starts.append(progress.started)
             outdated.add_metric(
-                [], sum(o.labels(n).get(self.keys.needs_update) == "true" for n in nodes)
+                [], sum(o.labels(n).get(keys.needs_update) == "true" for n in nodes)
             )
             for step, count in sorted(steps.items()):
                 in_progress.add_metric([step], count)
             if starts:
-                oldest.add_metric([], max(0.0, (self.clock() - min(starts)).total_seconds()))
+                oldest.add_metric([], max(0.0, (self._clock() - min(starts)).total_seconds()))
         yield outdated
         yield in_progress
         yield oldest
@@ -103,17 +115,5 @@ class _NodeGauges(Collector):
         return outdated, in_progress, oldest
 
 
-_gauges: _NodeGauges | None = None
-
-
-def register_node_gauges(
-    nodes: Callable[[], list[dict[str, Any]]], keys: Keys, clock: Callable[[], datetime] = o.now
-) -> None:
-    """Serve the node gauges from `nodes` (the nodes' informer); a second setup in the same
-    process (tests) points the one registered collector at its own informer."""
-    global _gauges
-    if _gauges is None:
-        _gauges = _NodeGauges(nodes, keys, clock)
-        REGISTRY.register(_gauges)
-    else:
-        _gauges.nodes, _gauges.keys, _gauges.clock = nodes, keys, clock
+NODE_GAUGES = NodeGauges()
+REGISTRY.register(NODE_GAUGES)

@@ -12,7 +12,7 @@ from nodeops.api.configfile import ConfigFileError
 from nodeops.controllers import SetupContext, SetupError
 from nodeops.controllers.kubernikus.config import KubernikusConfig, load_kubernikus_config
 from nodeops.controllers.kubernikus.keys import keys_for
-from nodeops.controllers.kubernikus.metrics import register_node_gauges
+from nodeops.controllers.kubernikus.metrics import NODE_GAUGES
 from nodeops.controllers.kubernikus.reconciler import KubernikusReconciler
 from nodeops.controllers.kubernikus.servers import ServersSource
 from nodeops.controllers.kubernikus.serverversion import ServerVersion
@@ -101,7 +101,7 @@ async def setup(ctx: SetupContext, settings: KubernikusSettings) -> None:
     await version.refresh()
     version.on_change = everything_again
     manager.add(controller)
-    register_node_gauges(nodes.objects, keys)
+    NODE_GAUGES.watch(nodes.objects, keys)
     manager.add_runnable(version.run, name=f"{NAME}-server-version", needs_leader=False)
 
     async def close_cloud(stop: asyncio.Event) -> None:
