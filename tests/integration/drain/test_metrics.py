@@ -101,3 +101,43 @@ async def test_a_drain_to_completion_is_labelled_by_its_builder(cluster: Any) ->
     assert len(result.evicted) == 2
     assert sample(WAITING, controller=controller, node="node-0") is None
     assert sample(IN_PROGRESS, controller=controller) is None
+
+
+async def test_evictions_are_counted_by_the_api_servers_answer(cluster: Any) -> None:
+    """A 429 is a refusal by a budget (its pod waits on it), a 500 a failure (it does not);
+    both are retried, and the pods evicted once the server lets them go."""
+    sim, client, _ = cluster
+    controller = "budget-metrics-answers"
+    await create_on(client, "node-0", deployment("web", 2))
+    drainer = Drainer(client, DrainOptions(), controller=controller)
+
+    def count(result: str) -> float:
+        return sample(EVICTIONS, controller=controller, result=result) or 0.0
+
+    sim.server.faults.update("error=429@create/pods/eviction")
+    task = asyncio.create_task(drainer.drain("node-0"))
+    try:
+
+        async def refused() -> bool:
+            waiting = sample(WAITING, controller=controller, node="node-0")
+            return count("refused") >= 2 and waiting == 2
+
+        await until(refused, timeout=60, what="evictions refused, both pods waiting")
+        sim.server.faults.update("error=500@create/pods/eviction")
+
+        async def failed() -> bool:
+            waiting = sample(WAITING, controller=controller, node="node-0")
+            return count("failed") >= 2 and waiting == 0
+
+        await until(failed, timeout=60, what="evictions failing, no pod waiting on a budget")
+        sim.server.faults.update(None)
+        result = await asyncio.wait_for(task, 90)
+    finally:
+        sim.server.faults.update(None)
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+    assert len(result.evicted) == 2
+    assert count("evicted") == 2
+    assert sample(IN_PROGRESS, controller=controller) is None

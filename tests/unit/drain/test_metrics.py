@@ -3,6 +3,7 @@ left once it is over (completed, stopped, or abandoned without a word). Clocks a
 
 from __future__ import annotations
 
+import contextvars
 from datetime import UTC, datetime, timedelta
 
 import structlog
@@ -101,13 +102,15 @@ def test_a_pass_that_could_not_tell_keeps_the_last_count() -> None:
 
 
 def test_an_unnamed_drainer_is_labelled_with_the_reconciling_controller() -> None:
-    assert controller_in_context() == DEFAULT_CONTROLLER
-    structlog.contextvars.bind_contextvars(controller="cyclenodestatus")
-    try:
-        assert controller_in_context() == "cyclenodestatus"
-    finally:
-        structlog.contextvars.unbind_contextvars("controller")
-    assert controller_in_context() == DEFAULT_CONTROLLER
+    def check() -> None:
+        structlog.contextvars.clear_contextvars()
+        assert controller_in_context() == DEFAULT_CONTROLLER
+        # What the manager binds around each reconcile.
+        with structlog.contextvars.bound_contextvars(controller="cyclenodestatus"):
+            assert controller_in_context() == "cyclenodestatus"
+        assert controller_in_context() == DEFAULT_CONTROLLER
+
+    contextvars.copy_context().run(check)
 
 
 def test_families_are_described_without_samples() -> None:
