@@ -14,7 +14,9 @@ Every controller drains through `Drainer`, so these families cover all of them; 
   leader reports the true age).
 
 The last three are computed at scrape time from the drains in progress: a drain is in progress
-from its first pass until a pass finds it complete (or `drain` returns). Controllers step their
+from its first pass until a pass finds it complete, out of time or its node gone (or `drain`
+returns, or its caller calls `Drainer.stopped`); a refused or failing pass keeps it, for a stuck
+drain is still one. Controllers step their
 drains every few seconds to a minute; one not stepped for `STALE_AFTER` was abandoned (its
 request withdrawn, the node gone, leadership lost) and is no longer reported, so no series
 outlives the drain behind it. The node label's cardinality is the number of nodes being drained
