@@ -42,6 +42,16 @@ from nodeops.drain.errors import (
     PreflightError,
     VolumeDetachTimeout,
 )
+from nodeops.drain.metrics import (
+    DELETED,
+    DRAINS,
+    EVICTED,
+    EVICTIONS,
+    FAILED,
+    FORCE_DELETED,
+    REFUSED,
+    controller_in_context,
+)
 from nodeops.drain.options import DAEMONSET_DRAIN_TAINT, DrainOptions
 from nodeops.drain.plan import Plan, budget_wait, make_plan, report
 from nodeops.drain.sources import ClusterSnapshot, DrainSources, WatchedCluster
@@ -104,7 +114,12 @@ ProgressCallback = Callable[[DrainProgress], None]
 class Drainer:
     """Drains nodes. `sources` says where the cluster is read (see `nodeops.drain.sources`):
     by default `drain` watches on its own and `step` lists once per pass; a controller passes
-    `SharedInformers.for_manager(manager)`, made once when the controllers are set up."""
+    `SharedInformers.for_manager(manager)`, made once when the controllers are set up.
+
+    `controller` names whose drains these are in the drain metrics (`nodeops.drain.metrics`):
+    the controller's name, as the runtime's metrics give it. Unnamed, a drain is labelled with
+    the controller whose reconcile runs it, or `drain` outside any.
+    """
 
     def __init__(
         self,
@@ -117,8 +132,10 @@ class Drainer:
         on_evicting: Callable[[Obj], None] | None = None,
         on_gone: Callable[[Obj], None] | None = None,
         on_warnings: Callable[[list[str]], None] | None = None,
+        controller: str | None = None,
     ) -> None:
         self.client = client
+        self.controller = controller
         self.options = options or DrainOptions()
         self.sources = sources
         self.events = events
@@ -191,11 +208,25 @@ class Drainer:
         sources, owned = self._sources(ClusterSnapshot)
         run = _Run(self, sources, node_name, started_at)
         try:
-            return await run.step()
+            progress = await run.step()
+        except Exception as exc:
+            run.publish(None, exc)
+            raise
         finally:
             await run.close()
             if owned:
                 await sources.close()
+        run.publish(progress)
+        return progress
+
+    def stopped(self, node_name: str) -> None:
+        """The caller gave up draining `node_name` before it completed (its request was
+        withdrawn): the drain is no longer reported as in progress."""
+        DRAINS.finished(self.label(), node_name)
+
+    def label(self) -> str:
+        """The `controller` label of this drainer's metrics."""
+        return self.controller or controller_in_context()
 
     async def drain(self, node_name: str, node: Obj | None = None) -> DrainResult:
         """Drain to completion; pass `node` when it was just cordoned to save a round trip."""
@@ -204,6 +235,7 @@ class Drainer:
         try:
             return await run.drain(node)
         finally:
+            DRAINS.finished(run.controller, node_name)
             await run.close()
             await sources.done(node_name)
             if owned:
@@ -216,49 +248,69 @@ class Drainer:
 
     # ------------------------------------------------------------------ actions
 
-    async def _evict_once(self, pod: Obj) -> str | None:
-        """Evict (or delete) one pod; None when it went, else the refusal's message.
+    async def _evict_once(
+        self, pod: Obj, controller: str | None = None
+    ) -> tuple[str | None, str | None]:
+        """Evict (or delete) one pod: what happened (`EVICTED`, `REFUSED`, ...; None when the
+        pod was gone already) and the refusal's message (None when it went).
 
-        Raises DrainError for refusals retrying cannot fix (kubectl fails those at once).
+        Raises DrainError for refusals retrying cannot fix (kubectl fails those at once). The
+        answer is counted under `controller`; a dry run is not (nothing happened).
         """
+        if self.options.dry_run != "none":
+            controller = None
+        result: str | None = FAILED  # what an exception out of the request counts as
+        try:
+            result, refusal = await self._send_eviction(pod)
+            return result, refusal
+        except asyncio.CancelledError:
+            result = None  # the pass ended before the answer came: no answer to count
+            raise
+        finally:
+            if controller is not None and result is not None:
+                EVICTIONS.labels(controller, result).inc()
+
+    async def _send_eviction(self, pod: Obj) -> tuple[str | None, str | None]:
+        """The result to count (None: the pod was gone already) and the refusal (None: it
+        went)."""
         ns, name = o.namespace(pod), o.name(pod)
         grace = self.options.grace_period if self.options.grace_period >= 0 else None
         pre = {"uid": o.uid(pod)}
         server_dry = self.options.dry_run == "server"
         if self.options.dry_run == "client":
-            return None
+            return None, None
         try:
             if self.options.disable_eviction:
                 await self.client.delete(
                     PODS, name, ns, grace_period=grace, preconditions=pre, dry_run=server_dry
                 )
-            else:
-                await self.client.evict(
-                    name, ns, grace_period=grace, preconditions=pre, dry_run=server_dry
-                )
-            return None
+                return DELETED, None
+            await self.client.evict(
+                name, ns, grace_period=grace, preconditions=pre, dry_run=server_dry
+            )
+            return EVICTED, None
         except errors.NotFound:
-            return None
+            return None, None
         except errors.Conflict as exc:
             if "UID in precondition" in exc.message or "UID in the precondition" in exc.message:
-                return None  # the pod we meant is gone; a new one of the same name is not ours
-            return exc.message
+                return None, None  # the pod we meant is gone; a new one of that name is not ours
+            return FAILED, exc.message
         except errors.TooManyRequests as exc:
             causes = " ".join(c.get("message", "") for c in exc.causes if c.get("message"))
-            return f"{exc.message} {causes}".strip()
+            return REFUSED, f"{exc.message} {causes}".strip()
         except errors.Forbidden as exc:
             if any(c.get("reason") == "NamespaceTerminating" for c in exc.causes):
-                return (
+                return FAILED, (
                     "Cannot evict pod from terminating namespace: unable to create eviction "
                     "(kube-controller-manager should set deletionTimestamp)"
                 )
             raise DrainError(f'error when evicting pods/"{name}" -n "{ns}": {exc.message}') from exc
         except errors.ApiError as exc:
             if exc.code >= 500 and "more than one PodDisruptionBudget" not in exc.message:
-                return exc.message  # a server hiccup: retry
+                return FAILED, exc.message  # a server hiccup: retry
             raise DrainError(f'error when evicting pods/"{name}" -n "{ns}": {exc.message}') from exc
 
-    async def _force_delete_stuck(self, plan: Plan) -> list[str]:
+    async def _force_delete_stuck(self, plan: Plan, controller: str) -> list[str]:
         """Force-delete pods terminating past grace + slack, only when the caller asked."""
         if not self.options.force_delete_stuck or self.options.dry_run != "none":
             return []
@@ -277,6 +329,7 @@ class Drainer:
                         grace_period=0,
                         preconditions={"uid": o.uid(d.pod)},
                     )
+                    EVICTIONS.labels(controller, FORCE_DELETED).inc()
                 done.append(d.ref)
                 self._event(
                     d.pod,
@@ -308,6 +361,7 @@ class _Run:
         self, drainer: Drainer, sources: DrainSources, node_name: str, started_at: datetime
     ) -> None:
         self.d = drainer
+        self.controller = drainer.label()
         self.options = drainer.options
         self.sources = sources
         self.node_name = node_name
@@ -323,6 +377,7 @@ class _Run:
         self.attempted: dict[str, str] = {}  # ref -> uid evicted (approved)
         self.gone_early: dict[str, Obj] = {}  # deleted while its eviction was unanswered
         self.evicted: list[str] = []
+        self.budget_waits: set[str] = set()  # refs whose last eviction a budget held back
         self.fatal: DrainError | None = None
         self.sem = asyncio.Semaphore(self.options.max_in_flight)
         self.last_message = ""
@@ -364,6 +419,26 @@ class _Run:
         for task in list(self.in_flight.values()):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+
+    def _waiting(self, plan: Plan) -> int:
+        """Pods of the plan's current batch whose last eviction a budget held back."""
+        return len(self.budget_waits & {d.ref for d in plan.evict_now})
+
+    def publish(self, progress: DrainProgress | None, error: Exception | None = None) -> None:
+        """Report a pass to the drain metrics: complete, out of time or its node gone ends the
+        drain; a pass that did not finish (`error`) leaves its last count, for a drain refused
+        or failing is still one in progress (a stuck one)."""
+        if self.options.dry_run != "none":
+            return
+        over = isinstance(error, DrainTimeout | errors.NotFound)
+        if (progress is not None and progress.complete) or over:
+            DRAINS.finished(self.controller, self.node_name)
+        elif progress is not None:
+            DRAINS.passed(
+                self.controller, self.node_name, self.started_at, self._waiting(progress.plan)
+            )
+        else:
+            DRAINS.passed(self.controller, self.node_name, self.started_at, None)
 
     def _remaining(self) -> float | None:
         return None if self.deadline is None else self.deadline - time.monotonic()
@@ -478,7 +553,7 @@ class _Run:
             await asyncio.gather(*late, return_exceptions=True)
         if self.fatal is not None:
             raise self.fatal
-        await self.d._force_delete_stuck(plan)
+        await self.d._force_delete_stuck(plan, self.controller)
         return self._progress(plan, classification)
 
     async def _volumes(self, classification: Classification) -> list[str]:
@@ -522,12 +597,14 @@ class _Run:
             classification = await self._classify(node)
             plan = make_plan(classification)
             self._report(self._progress(plan, classification))
+            if not plan.complete:
+                DRAINS.passed(self.controller, self.node_name, self.started_at, self._waiting(plan))
             if self.fatal is not None:
                 raise self.fatal
             if plan.complete:
                 break
             self._start_evictions(plan, retry=True)
-            await self.d._force_delete_stuck(plan)
+            await self.d._force_delete_stuck(plan, self.controller)
             self._check_deadline(plan)
             await self._wait_change(1.0 if self.options.force_delete_stuck else None)
         if self.options.wait_for_volumes:
@@ -621,23 +698,24 @@ class _Run:
                 budget = None if self.options.disable_eviction else self.gate.budget_for(current)
                 if budget is not None:
                     if self.gate.tokens(budget) <= 0:
-                        self._refused(d, current, budget_wait(*budget))
+                        self._refused(d, current, budget_wait(*budget), budget=True)
                         if not retry:
                             return
                     wait = self.options.retry_max if retry else self.options.pass_seconds
                     if not await self.gate.acquire(budget, current, wait):
                         if not retry:
-                            self._refused(d, current, budget_wait(*budget))
+                            self._refused(d, current, budget_wait(*budget), budget=True)
                             return
                         continue  # still no room: look at the pod again, then keep waiting
                 outcome_known = False
+                result: str | None = None
                 refusal: str | None = None
                 try:
                     async with self.sem:
                         if not announced and self.d.on_evicting is not None:
                             self.d.on_evicting(current)
                         announced = True
-                        refusal = await self.d._evict_once(current)
+                        result, refusal = await self.d._evict_once(current, self.controller)
                     outcome_known = True
                 except DrainError as exc:
                     outcome_known = True
@@ -653,6 +731,7 @@ class _Run:
                         self.gate.release(budget, current, not outcome_known or refusal is None)
                 if refusal is None:
                     self.failures.pop(d.ref, None)
+                    self.budget_waits.discard(d.ref)
                     self.attempted[d.ref] = uid
                     self.evicted.append(d.ref)
                     early = self.gone_early.pop(d.ref, None)
@@ -660,7 +739,7 @@ class _Run:
                         self._gone(early)
                     self.changed.set()
                     return
-                self._refused(d, current, refusal)
+                self._refused(d, current, refusal, budget=result == REFUSED)
                 if not retry:
                     return
                 if budget is not None:
@@ -671,10 +750,14 @@ class _Run:
         finally:
             self.in_flight.pop(d.ref, None)
 
-    def _refused(self, d: Decision, pod: Obj, why: str) -> None:
+    def _refused(self, d: Decision, pod: Obj, why: str, *, budget: bool) -> None:
         if self.failures.get(d.ref) != why:
             self.d._event(pod, WARNING, "EvictionBlocked", "Evict", why)
         self.failures[d.ref] = why
+        if budget:
+            self.budget_waits.add(d.ref)
+        else:
+            self.budget_waits.discard(d.ref)
         self.changed.set()
 
 

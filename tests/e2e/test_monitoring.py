@@ -252,6 +252,10 @@ def declared_labels() -> dict[str, tuple[str, ...]]:
             found[collector._name] = tuple(
                 collector._labelnames
             )  # prometheus_client keeps them here
+        elif callable(getattr(collector, "describe", None)):
+            # A collector computing its families at scrape time describes them without samples.
+            for family in collector.describe():
+                found[family.name] = tuple(getattr(family, "_labelnames", ()))
     return found
 
 

@@ -370,7 +370,9 @@ class DetacherReconciler:
             evict_daemonsets=daemonsets,
         )
         sources = self.drain_sources() if self.drain_sources is not None else None
-        return Drainer(self.client, options, sources=sources, events=self.events)
+        return Drainer(
+            self.client, options, sources=sources, events=self.events, controller=CONTROLLER
+        )
 
 
 class _Pass:

@@ -27,6 +27,7 @@ import structlog
 from nodeops.api.configfile import format_go_duration
 from nodeops.controllers.kubernikus.config import KubernikusConfig
 from nodeops.controllers.kubernikus.keys import Keys
+from nodeops.controllers.kubernikus.metrics import FAILURES, REPLACEMENTS
 from nodeops.controllers.kubernikus.progress import (
     Action,
     Progress,
@@ -77,6 +78,7 @@ class KubernikusReconciler:
         server_version: Callable[[], KubeVersion | None],
         servers: ServersSource,
         drain: DrainStep,
+        drain_stopped: Callable[[str], None] | None = None,
         events: EventRecorder | None = None,
         clock: Callable[[], datetime] = o.now,
     ) -> None:
@@ -87,6 +89,7 @@ class KubernikusReconciler:
         self.server_version = server_version
         self.servers = servers
         self.drain = drain
+        self.drain_stopped = drain_stopped  # a drain given up on: `Drainer.stopped`
         self.events = events
         self.clock = clock
         self._unparsable: set[tuple[str, str]] = set()
@@ -187,6 +190,8 @@ class KubernikusReconciler:
                     if isinstance(outcome, float):
                         return outcome
                     node, progress = await self._record(node, progress, outcome)
+                    if outcome is not Step.WAITING_FOR_SERVER:
+                        REPLACEMENTS.labels("completed").inc()  # the server was gone already
                 case Action.WAIT_FOR_SERVER:
                     assert progress is not None
                     gone = await self._server_gone(node)
@@ -196,6 +201,7 @@ class KubernikusReconciler:
                         return intervals.pod_deletion.period
                     self._event(node, NORMAL, "ServerDeleted", _ACTION, "the server is gone")
                     node, progress = await self._record(node, progress, self._after_server())
+                    REPLACEMENTS.labels("completed").inc()
                 case Action.REMOVE_NODE:
                     assert progress is not None
                     if progress.step is not Step.REMOVING_NODE:
@@ -218,6 +224,7 @@ class KubernikusReconciler:
         if not already:
             body["spec"] = {"unschedulable": True}
         node = await self._patch(node, body)
+        REPLACEMENTS.labels("started").inc()
         log.info("deleting node: cordoned, draining", node=o.name(node))
         self._event(
             node,
@@ -233,6 +240,9 @@ class KubernikusReconciler:
         if progress.cordoned:
             body["spec"] = {"unschedulable": None}
         await self._patch(node, body)
+        REPLACEMENTS.labels("cancelled").inc()
+        if self.drain_stopped is not None:
+            self.drain_stopped(o.name(node))
         log.info("node deletion cancelled", node=o.name(node))
         self._event(
             node,
@@ -249,7 +259,7 @@ class KubernikusReconciler:
         try:
             report = await self.drain(o.name(node), progress.started)
         except DrainError as exc:
-            self._event(node, WARNING, "DrainFailed", _ACTION, str(exc))
+            self._warn(node, "DrainFailed", str(exc))
             return intervals.pod_eviction.period
         if report.complete:
             self._event(node, NORMAL, "Drained", _ACTION, "node drained; deleting its server")
@@ -284,7 +294,7 @@ class KubernikusReconciler:
         if len(self._warned) > 10_000:
             self._warned.clear()
         self._warned.add(key)
-        self._event(node, WARNING, reason, _ACTION, note)
+        self._warn(node, reason, note)
 
     async def _delete_server(self, node: Obj, ctx: ReconcileContext) -> Step | float:
         """Delete the node's server; the next step, or when to try again after a failure."""
@@ -304,10 +314,10 @@ class KubernikusReconciler:
             ctx.ensure_may_act(f"delete server {server.id} of node {name}")
             await servers.delete_server(server)
         except (CredentialsError, ProviderConfigError) as exc:
-            self._event(node, WARNING, "CloudCredentials", _ACTION, str(exc))
+            self._warn(node, "CloudCredentials", str(exc))
             return self.config.intervals.requeue
         except ProviderError as exc:
-            self._event(node, WARNING, "DeleteServerFailed", _ACTION, str(exc))
+            self._warn(node, "DeleteServerFailed", str(exc))
             if exc.retryable:
                 return self.config.intervals.pod_deletion.period
             return self.config.intervals.requeue
@@ -321,7 +331,7 @@ class KubernikusReconciler:
             servers = await self.servers.get()
             return await servers.find_server(node) is None
         except (CredentialsError, ProviderConfigError, ProviderError) as exc:
-            self._event(node, WARNING, "DeleteServerFailed", _ACTION, str(exc))
+            self._warn(node, "DeleteServerFailed", str(exc))
             return None
 
     async def _remove_node(self, node: Obj, ctx: ReconcileContext) -> None:
@@ -344,13 +354,7 @@ class KubernikusReconciler:
         return await self._patch(node, body), advanced
 
     async def _discard_progress(self, node: Obj, reason: str) -> Obj:
-        self._event(
-            node,
-            WARNING,
-            "InvalidProgress",
-            _ACTION,
-            f"{self.keys.delete_progress}: {reason}; starting over",
-        )
+        self._warn(node, "InvalidProgress", f"{self.keys.delete_progress}: {reason}; starting over")
         return await self._patch(
             node, {"metadata": {"annotations": {self.keys.delete_progress: None}}}
         )
@@ -364,6 +368,11 @@ class KubernikusReconciler:
             patch_type="merge",
             resource_version=o.meta(node).get("resourceVersion"),
         )
+
+    def _warn(self, node: Obj, reason: str, note: str) -> None:
+        """A step of the delete flow failed or stalled: a Warning on the node, counted."""
+        FAILURES.labels(reason).inc()
+        self._event(node, WARNING, reason, _ACTION, note)
 
     def _event(self, node: Obj, type_: str, reason: str, action: str, note: str) -> None:
         if self.events is not None:

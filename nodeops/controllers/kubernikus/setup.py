@@ -12,6 +12,7 @@ from nodeops.api.configfile import ConfigFileError
 from nodeops.controllers import SetupContext, SetupError
 from nodeops.controllers.kubernikus.config import KubernikusConfig, load_kubernikus_config
 from nodeops.controllers.kubernikus.keys import keys_for
+from nodeops.controllers.kubernikus.metrics import NODE_GAUGES
 from nodeops.controllers.kubernikus.reconciler import KubernikusReconciler
 from nodeops.controllers.kubernikus.servers import ServersSource
 from nodeops.controllers.kubernikus.serverversion import ServerVersion
@@ -74,6 +75,7 @@ async def setup(ctx: SetupContext, settings: KubernikusSettings) -> None:
         drain_options(config),
         sources=SharedInformers.for_manager(manager),
         events=manager.events,
+        controller=NAME,
     )
     version = ServerVersion(manager.client, interval=config.intervals.requeue)
     reconciler = KubernikusReconciler(
@@ -84,6 +86,7 @@ async def setup(ctx: SetupContext, settings: KubernikusSettings) -> None:
         server_version=lambda: version.current,
         servers=servers,
         drain=drainer.step,
+        drain_stopped=drainer.stopped,
         events=manager.events,
     )
     controller = Controller(NAME, reconciler, max_concurrent_reconciles=settings.workers).for_(
@@ -98,6 +101,7 @@ async def setup(ctx: SetupContext, settings: KubernikusSettings) -> None:
     await version.refresh()
     version.on_change = everything_again
     manager.add(controller)
+    NODE_GAUGES.watch(nodes.objects, keys)
     manager.add_runnable(version.run, name=f"{NAME}-server-version", needs_leader=False)
 
     async def close_cloud(stop: asyncio.Event) -> None:

@@ -41,6 +41,7 @@ class CacheView:
     `drain_sources` gives where drains read the cluster (the manager's `SharedInformers`, so
     their budget tokens are those of every other controller in the process); asked for on the
     first drain, so a configuration without one watches no more than it needs.
+    `drain_controller` names the controller in the drain metrics.
     """
 
     def __init__(
@@ -53,9 +54,11 @@ class CacheView:
         events: EventRecorder | None = None,
         http: httpx.AsyncClient | None = None,
         drain_sources: Callable[[], DrainSources] | None = None,
+        drain_controller: str | None = None,
     ) -> None:
         self._client = client
         self._drain_sources = drain_sources
+        self._drain_controller = drain_controller
         self._nodes = nodes
         self._pods = pods
         self._events = events
@@ -107,7 +110,13 @@ class CacheView:
 
     def drainer(self, options: DrainOptions) -> Drainer:
         sources = self._drain_sources() if self._drain_sources is not None else None
-        return Drainer(self._client, options, sources=sources, events=self._events)
+        return Drainer(
+            self._client,
+            options,
+            sources=sources,
+            events=self._events,
+            controller=self._drain_controller,
+        )
 
     async def close(self) -> None:
         if self._http is not None:

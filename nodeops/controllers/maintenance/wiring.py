@@ -91,6 +91,7 @@ def build(manager: Manager, settings: MaintenanceSettings, **reconciler_args: An
         pods=pods,
         events=manager.events,
         drain_sources=lambda: SharedInformers.for_manager(manager),
+        drain_controller=NAME,
     )
     sender = NotificationSender(view)
     info = InfoStore()

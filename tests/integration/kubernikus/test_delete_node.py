@@ -14,6 +14,7 @@ import pytest
 import structlog
 
 from nodeops.kube.logging import configure
+from nodeops.kube.metrics import REGISTRY
 from nodeops.kube.resources import DEPLOYMENTS, NODES, PDBS, PODS
 from nodeops.sim import objects as gen
 
@@ -33,6 +34,28 @@ def keys(prefix: str) -> tuple[str, str, str]:
         f"{prefix}delete-node-progress",
         f"{prefix}kubelet-needs-update",
     )
+
+
+def sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def counters() -> dict[str, float]:
+    """The Kubernikus counters now, to compare with after a scenario."""
+    out = {
+        t: sample("nodeops_kubernikus_replacements_total", transition=t)
+        for t in ("started", "completed", "cancelled")
+    }
+    for reason in ("DrainStalled", "DrainFailed", "DeleteServerFailed"):
+        out[reason] = sample("nodeops_kubernikus_replacement_failures_total", reason=reason)
+    out["evicted"] = sample(
+        "nodeops_drain_evictions_total", controller="kubernikus", result="evicted"
+    )
+    return out
+
+
+def moved(before: dict[str, float]) -> dict[str, float]:
+    return {k: v - before[k] for k, v in counters().items() if v != before[k]}
 
 
 def progress(node: dict[str, Any] | None, key: str) -> dict[str, Any] | None:
@@ -122,6 +145,7 @@ async def test_sapcc_keys_replace_a_node_and_credentials_stay_out_of_logs(
         return bool(node and node["metadata"]["labels"].get(outdated) == "true")
 
     await env.wait(labelled, "the outdated node labelled with the cloud.sap/ key")
+    before = counters()
     steps: list[str] = []
 
     async def watch_steps() -> bool:
@@ -154,6 +178,18 @@ async def test_sapcc_keys_replace_a_node_and_credentials_stay_out_of_logs(
     assert outdated not in fresh["metadata"].get("labels", {})
     reasons = [e.split(":")[0] for e in await env.events(victim)]
     assert {"Draining", "Drained", "DeletingServer", "ServerDeleted"} <= set(reasons)
+    # One replacement started and completed, its pods evicted by the kubernikus drain (an
+    # eviction whose answer a pass stopped waiting for is not counted, hence not always 3).
+    changed = moved(before)
+    assert changed.pop("started") == 1 and changed.pop("completed") == 1
+    assert 1 <= changed.pop("evicted") <= 3
+    assert changed == {}
+    assert sample("nodeops_drain_in_progress", controller="kubernikus") == 0
+
+    async def none_in_progress() -> bool:
+        return sample("nodeops_kubernikus_replacements_in_progress", step="Draining") == 0
+
+    await env.wait(none_in_progress, "no replacement in progress in the informer")
 
     password = env.sim.openstack.credentials.password
     logs = captured.getvalue()
@@ -167,6 +203,7 @@ async def test_restart_between_recording_and_deleting_the_server(env: Env) -> No
     delete, record, _ = keys("nodeops.dev/")
     victim = next(iter(await env.nodes()))
     env.sim.server.faults.update("error=500:1@delete/openstack/servers")
+    before = counters()
     first = await env.start()
     await env.label(victim, delete, "true")
 
@@ -188,6 +225,9 @@ async def test_restart_between_recording_and_deleting_the_server(env: Env) -> No
 
     await env.wait(gone, "the node removed by the restarted controller", timeout=90)
     assert all(s.name != victim for s in env.sim.openstack.state.listed())
+    changed = moved(before)
+    assert changed["started"] == 1 and changed["completed"] == 1
+    assert changed["DeleteServerFailed"] >= 1
 
 
 async def test_server_already_gone_and_node_kept(env: Env) -> None:
@@ -226,6 +266,7 @@ async def test_withdrawn_request_uncordons(env: Env) -> None:
         },
         NS,
     )
+    before = counters()
     await env.start(config=env.config_file(eviction_timeout="1s"))
     await env.label(victim, delete, "true")
 
@@ -240,6 +281,19 @@ async def test_withdrawn_request_uncordons(env: Env) -> None:
     assert len(await pods_on(env, victim)) == 2
     stalled = [e for e in await env.events(victim) if e.startswith("DrainStalled")]
     assert len(stalled) == 1 and "evictions still refused after 1s" in stalled[0]
+
+    # The scrape says the same: a replacement draining, both pods held back by their budget.
+    async def shown() -> bool:
+        return (
+            sample("nodeops_drain_pods_waiting_on_budget", controller="kubernikus", node=victim)
+            == 2
+            and sample("nodeops_kubernikus_replacements_in_progress", step="Draining") == 1
+            and sample("nodeops_kubernikus_oldest_replacement_seconds") > 0
+            and sample("nodeops_drain_oldest_in_progress_seconds", controller="kubernikus") > 0
+        )
+
+    await env.wait(shown, "the blocked drain in the metrics")
+    assert moved(before) == {"started": 1, "DrainStalled": 1}
     await env.label(victim, delete, None)
 
     async def released() -> bool:
@@ -250,3 +304,17 @@ async def test_withdrawn_request_uncordons(env: Env) -> None:
 
     await env.wait(released, "the node uncordoned and its record removed")
     assert len(env.sim.openstack.state.listed()) == 3
+
+    # Cancelled: the drain is no longer reported, nor the replacement.
+    async def gone_from_the_metrics() -> bool:
+        waiting = REGISTRY.get_sample_value(
+            "nodeops_drain_pods_waiting_on_budget", {"controller": "kubernikus", "node": victim}
+        )
+        return (
+            waiting is None
+            and sample("nodeops_drain_in_progress", controller="kubernikus") == 0
+            and sample("nodeops_kubernikus_replacements_in_progress", step="Draining") == 0
+        )
+
+    await env.wait(gone_from_the_metrics, "the cancelled drain gone from the metrics")
+    assert moved(before) == {"started": 1, "cancelled": 1, "DrainStalled": 1}

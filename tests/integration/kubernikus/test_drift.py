@@ -8,6 +8,7 @@ from nodeops.kube.resources import NODES
 from .conftest import NEW, OLD, Env
 
 LABEL = "nodeops.dev/kubelet-needs-update"
+OUTDATED = "nodeops_kubernikus_nodes_outdated"
 
 
 def reconciles() -> float:
@@ -35,6 +36,11 @@ async def test_labels_follow_the_api_server_version(env: Env) -> None:
     # Every kubelet runs OLD against a NEW API server: an upgrade is due.
     await env.wait(all_outdated, "every node labelled for an upgrade")
 
+    async def outdated_counted(count: float) -> bool:
+        return REGISTRY.get_sample_value(OUTDATED) == count
+
+    await env.wait(lambda: outdated_counted(3), "three outdated nodes in the metrics")
+
     # Looking at the nodes again writes nothing: the labels are already right.
     labelled = env.sim.server.stats.snapshot()["by_agent"]["nodeops"]["by_verb_resource"]
     assert labelled["patch/nodes"]["requests"] >= 3  # the labels were written by this agent
@@ -57,6 +63,7 @@ async def test_labels_follow_the_api_server_version(env: Env) -> None:
         return set((await labels()).values()) == {None}
 
     await env.wait(none_outdated, "labels removed once the versions match")
+    await env.wait(lambda: outdated_counted(0), "no outdated node in the metrics")
 
     # Rolled back further: the kubelets are now newer than the API server (a downgrade).
     env.sim.server.set_kube_version("v1.30.9")

@@ -61,6 +61,9 @@ async def test_the_detacher_and_maintenance_drain_through_the_managers_sources(
         assert reconciler.drainer(daemonsets=False).sources is shared
         assert reconciler.drainer(daemonsets=True).sources is shared
         assert maintenance.view.drainer(DrainOptions()).sources is shared
+        # Their drains are labelled with their controllers' names in the drain metrics.
+        assert reconciler.drainer(daemonsets=False).label() == "detacher"
+        assert maintenance.view.drainer(DrainOptions()).label() == "maintenance"
 
         other = Manager(client, metrics_addr="0", health_addr="0")
         assert SharedInformers.for_manager(other) is not shared
