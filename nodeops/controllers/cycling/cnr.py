@@ -223,6 +223,7 @@ class CycleNodeRequestReconciler:
             time,
             on_transition=notifier.phase if notifier is not None else None,
         )
+        self.child_status = StatusWriter(client, CYCLENODESTATUSES, events, time)
         # Picking a batch reads every request's nodes in replacement and then writes this
         # request's: one at a time, so two requests never both take the last of a budget.
         self._batch_lock = asyncio.Lock()
@@ -1511,13 +1512,15 @@ class CycleNodeRequestReconciler:
         return None
 
     async def _stop_child(self, child: Obj) -> None:
+        """Fail a child that is still waiting or draining, through the same writer as its own
+        transitions: its Event and metrics say it stopped, and why."""
         try:
-            await self.client.patch_status(
-                CYCLENODESTATUSES,
-                o.name(child),
-                {"phase": "Failed", "message": "its CycleNodeRequest was deleted"},
-                o.namespace(child),
-                resource_version=o.meta(child).get("resourceVersion"),
+            await self.child_status.commit(
+                View(child),
+                phase="Failed",
+                reason="RequestDeleted",
+                message="its CycleNodeRequest was deleted",
+                warning=True,
             )
         except (errors.NotFound, errors.Conflict):
             pass

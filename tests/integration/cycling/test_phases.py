@@ -5,6 +5,8 @@ behind."""
 from __future__ import annotations
 
 import asyncio
+import shutil
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import generate_latest
@@ -15,6 +17,7 @@ from nodeops.controllers.cycling.keys import (
     NODE_GROUP_ANNOTATION,
     SCALE_DOWN_DISABLED,
 )
+from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS
 from nodeops.kube import errors
 from nodeops.kube.metrics import REGISTRY
 from nodeops.kube.resources import EVENTS, NODES, PDBS, PODS
@@ -23,7 +26,9 @@ from tests.waiting import until
 
 from .harness import (
     NS,
+    Transitions,
     assert_clean,
+    assert_every_transition_is_an_event,
     blocking_budget,
     children,
     instance_states,
@@ -127,6 +132,7 @@ async def test_wait_method_waits_for_do_not_disrupt_pods() -> None:
 
 async def test_a_failed_node_heals_the_rest_and_fails_the_request() -> None:
     async with world(scenario(3, workloads=blocking_budget)) as w:
+        transitions = Transitions(w)
         await w.create_request(
             request(
                 "blocked",
@@ -145,6 +151,45 @@ async def test_a_failed_node_heals_the_rest_and_fails_the_request() -> None:
         assert not [i for i, (g, s) in states.items() if s == DETACHED]
         assert_clean(await nodes(w))
         assert w.record.violations == []
+        assert transitions.of("blocked")[-2:] == ["Healing", "Failed"]
+        await assert_every_transition_is_an_event(w, transitions)
+
+
+async def test_every_phase_change_is_an_event(tmp_path: Path) -> None:
+    """`kubectl describe` of a request, or of one of its CycleNodeStatuses, tells its story: an
+    Event for every phase it went through, the phase as reason and what it did as note."""
+    async with world(scenario(2)) as w:
+        transitions = Transitions(w)
+        await w.create_request(request("told", GROUP, cycleSettings={"concurrency": 1}))
+        await wait_phase(w, "told", "Successful")
+        batch = ["Initialised", "ScalingUp", "CordoningNode", "WaitingTermination"]
+        assert transitions.of("told") == ["Pending", *batch, *batch, "Initialised", "Successful"]
+        replaced = [c["metadata"]["name"] for c in await children(w, "told")]
+        assert len(replaced) == 2
+        for name in replaced:
+            assert transitions.of(name) == [
+                "Pending",
+                "RemovingLabelsFromPods",
+                "DrainingPods",
+                "DeletingNode",
+                "TerminatingNode",
+                "Successful",
+            ]
+        await assert_every_transition_is_an_event(w, transitions)
+        if shutil.which("kubectl") is not None:
+            config = w.sim.server.write_kubeconfig(tmp_path / "kubeconfig")
+            proc = await asyncio.create_subprocess_exec(
+                *("kubectl", "--kubeconfig", str(config), "-n", NS, "describe", "cnr", "told"),
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+            assert proc.returncode == 0, err.decode()
+            events = out.decode().split("Events:", 1)[1]
+            scaling = [line.split() for line in events.splitlines() if "ScalingUp" in line]
+            assert len(scaling) == 2 and all(line[0] == "Normal" for line in scaling), events
+            assert all("detaching 1 nodes:" in " ".join(line) for line in scaling), events
+            assert "Successful" in events
 
 
 async def test_scale_up_limit_heals_the_detached_batch() -> None:
@@ -222,6 +267,7 @@ async def test_scale_down_disabled_annotation_only_during_the_roll() -> None:
 async def test_deleting_a_request_mid_roll_puts_its_nodes_back() -> None:
     async with world(scenario(3, workloads=blocking_budget)) as w:
         assert w.client is not None
+        transitions = Transitions(w)
         await w.create_request(request("doomed", GROUP, cycleSettings={"concurrency": 1}))
 
         async def draining() -> bool:
@@ -229,8 +275,6 @@ async def test_deleting_a_request_mid_roll_puts_its_nodes_back() -> None:
             return bool(found) and found[0].get("status", {}).get("phase") == "DrainingPods"
 
         await until(draining, timeout=60, what="a node draining")
-        from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS
-
         await w.client.delete(CYCLENODEREQUESTS, "doomed", NS)
 
         async def gone() -> bool:
@@ -239,6 +283,11 @@ async def test_deleting_a_request_mid_roll_puts_its_nodes_back() -> None:
         await until(gone, timeout=60, what="the request to go")
         assert_clean(await nodes(w))
         assert not [i for i, (_, s) in (await instance_states(w)).items() if s == DETACHED]
+        # The node whose drain was stopped says so, like every other phase change.
+        stopped = [t for t in transitions.seen if t.kind == "CycleNodeStatus"]
+        assert stopped[-1].phase == "Failed", stopped
+        assert stopped[-1].message == "its CycleNodeRequest was deleted"
+        await assert_every_transition_is_an_event(w, transitions)
 
 
 async def test_a_request_waits_for_another_cycling_the_same_nodes() -> None:
