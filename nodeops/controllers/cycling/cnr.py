@@ -1014,10 +1014,11 @@ class CycleNodeRequestReconciler:
     async def _annotate_new_nodes(
         self, view: View, spec: CycleNodeRequestSpec, inventory: Inventory
     ) -> None:
-        if self._annotation_management_disabled(spec):
-            return
         annotated = set(view.status.get("annotatedNodes") or ())
         batch_groups = {e["nodeGroupName"] for e in view.nodes("currentNodes")}
+        batch_groups -= self._annotation_opted_out(spec)
+        if not batch_groups:
+            return
         added = []
         fresh = [
             node
@@ -1040,17 +1041,19 @@ class CycleNodeRequestReconciler:
         started = view.time("scaleUpStarted")
         return created is None or started is None or (created - started).total_seconds() >= -1
 
-    def _annotation_management_disabled(self, spec: CycleNodeRequestSpec) -> bool:
+    def _annotation_opted_out(self, spec: CycleNodeRequestSpec) -> set[str]:
+        """The request's cloud groups whose NodeGroup keeps the autoscaler annotation off their
+        nodes; the request's other groups still get it."""
         groups = set(spec.node_groups)
+        out: set[str] = set()
         for obj in self.nodegroups.objects():
             annotations = o.annotations_of(obj)
             if not any(annotations.get(k) == "true" for k in DISABLE_ANNOTATION_MANAGEMENT):
                 continue
             ng_spec = obj.get("spec") or {}
             names = {ng_spec.get("nodeGroupName"), *(ng_spec.get("nodeGroupsList") or ())}
-            if names & groups:
-                return True
-        return False
+            out |= {str(n) for n in names if n} & groups
+        return out
 
     async def _remove_annotations(self, view: View) -> None:
         for node in self.nodes.objects():

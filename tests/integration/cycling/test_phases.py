@@ -17,7 +17,8 @@ from nodeops.controllers.cycling.keys import (
     NODE_GROUP_ANNOTATION,
     SCALE_DOWN_DISABLED,
 )
-from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS
+from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS, NODEGROUPS
+from nodeops.demo.scenario import group_names
 from nodeops.kube import errors
 from nodeops.kube.metrics import REGISTRY
 from nodeops.kube.resources import EVENTS, NODES, PDBS, PODS
@@ -33,6 +34,7 @@ from .harness import (
     children,
     instance_states,
     nodes,
+    on_write,
     request,
     scenario,
     wait_phase,
@@ -262,6 +264,48 @@ async def test_scale_down_disabled_annotation_only_during_the_roll() -> None:
             assert SCALE_DOWN_DISABLED not in annotations
             assert ANNOTATION_MANAGED not in annotations
         assert not done["status"].get("annotatedNodes")
+
+
+async def test_a_nodegroup_can_keep_the_autoscaler_annotation_off_its_nodes() -> None:
+    """A NodeGroup annotated `nodeops.dev/disable-annotation-management: "true"` (or with
+    Cyclops's key) keeps scale-down-disabled off its cloud groups' new nodes; a group of the same
+    request whose NodeGroup does not opt out still gets it."""
+    async with world(scenario(3, groups=3)) as w:
+        assert w.client is not None
+        opt_outs = {
+            "workers-a": "nodeops.dev/disable-annotation-management",
+            "workers-b": "cyclops.atlassian.com/disable-annotation-management",
+            "workers-c": None,
+        }
+        for group, key in opt_outs.items():
+            await w.client.create(
+                NODEGROUPS,
+                {
+                    "apiVersion": "nodeops.dev/v1alpha1",
+                    "kind": "NodeGroup",
+                    "metadata": {"name": group, "annotations": {key: "true"} if key else {}},
+                    "spec": {
+                        "nodeGroupName": group,
+                        "nodeSelector": {"matchLabels": {"role": "worker"}},
+                        "cycleSettings": {"method": "Drain", "concurrency": 1},
+                    },
+                },
+            )
+        annotated: set[str] = set()
+
+        def seen(kind: str, node: dict[str, Any], prev: dict[str, Any] | None) -> None:
+            del kind, prev
+            if SCALE_DOWN_DISABLED in (node["metadata"].get("annotations") or {}):
+                annotated.add(node["metadata"]["name"])
+
+        on_write(w, NODES, seen)
+        await w.create_request(request("mixed", group_names(3), cycleSettings={"concurrency": 3}))
+        done = await wait_phase(w, "mixed", ("Successful", "Failed"))
+        assert done["status"]["phase"] == "Successful", done["status"]
+        group_of = {i.node_name: i.group for i in w.sim.cloud.state.instances.values()}
+        assert {group_of.get(name) for name in annotated} == {"workers-c"}
+        for node in await nodes(w):
+            assert SCALE_DOWN_DISABLED not in (node["metadata"].get("annotations") or {})
 
 
 async def test_deleting_a_request_mid_roll_puts_its_nodes_back() -> None:
