@@ -19,6 +19,7 @@ from nodeops.controllers.cycling.keys import (
 )
 from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS, NODEGROUPS
 from nodeops.demo.scenario import group_names
+from nodeops.demo.world import World
 from nodeops.kube import errors
 from nodeops.kube.metrics import REGISTRY
 from nodeops.kube.resources import EVENTS, NODES, PDBS, PODS
@@ -306,6 +307,62 @@ async def test_a_nodegroup_can_keep_the_autoscaler_annotation_off_its_nodes() ->
         assert {group_of.get(name) for name in annotated} == {"workers-c"}
         for node in await nodes(w):
             assert SCALE_DOWN_DISABLED not in (node["metadata"].get("annotations") or {})
+
+
+async def test_a_terminal_phase_stays_terminal() -> None:
+    """Successful and Failed are final: what happens afterwards (new nodes in the group, other
+    nodes replaced, the spec edited, even into a valid one) wakes no further action."""
+    async with world(scenario(2, groups=2)) as w:
+        assert w.client is not None
+        transitions = Transitions(w)
+        await w.create_request(request("done", ["workers-a"], cycleSettings={"concurrency": 1}))
+        await wait_phase(w, "done", "Successful")
+        await _cleaned_up(w, "done")
+        await w.create_request(request("broken", ["workers-a"], provider="gcp"))
+        await wait_phase(w, "broken", "Failed")
+        await _cleaned_up(w, "broken")
+        ended = {name: (await w.request(name) or {})["status"] for name in ("done", "broken")}
+        children_before = {c["metadata"]["name"] for c in await children(w, "done")}
+        changes = len(transitions.seen)
+        # The world changes: spec edits (the failed one's fixed), a new node in their group,
+        # and another request replacing nodes of the other group.
+        for name, spec in (
+            ("done", {"cycleSettings": {"concurrency": 2, "method": "Wait"}}),
+            ("broken", {"provider": None}),
+        ):
+            await w.client.patch(CYCLENODEREQUESTS, name, {"spec": spec}, NS)
+        state = w.sim.cloud.state
+        state.update_group("workers-a", desired=state.groups["workers-a"].desired + 1)
+
+        async def grown() -> bool:
+            members = [state.instances[i] for i in state.groups["workers-a"].members]
+            names = {n["metadata"]["name"] for n in await nodes(w)}
+            return len(members) == 2 and all(
+                m.lifecycle == IN_SERVICE and m.node_name in names for m in members
+            )
+
+        await until(grown, timeout=60, what="a new node in workers-a")
+        await w.create_request(request("later", ["workers-b"], cycleSettings={"concurrency": 1}))
+        await wait_phase(w, "later", "Successful")
+        for name in ("done", "broken"):
+            assert (await w.request(name) or {})["status"] == ended[name], name
+        assert [t for t in transitions.seen[changes:] if t.name in ("done", "broken")] == []
+        assert {c["metadata"]["name"] for c in await children(w, "done")} == children_before
+        assert await children(w, "broken") == []
+        members = [state.instances[i] for i in state.groups["workers-a"].members]
+        assert len(members) == 2 and all(m.lifecycle == IN_SERVICE for m in members)
+        assert_clean(await nodes(w))
+
+
+async def _cleaned_up(w: World, name: str) -> None:
+    async def check() -> bool:
+        status = (await w.request(name) or {}).get("status") or {}
+        return any(
+            c["type"] == "CleanedUp" and c["status"] == "True"
+            for c in status.get("conditions") or ()
+        )
+
+    await until(check, timeout=60, what=f"{name} cleaned up")
 
 
 async def test_deleting_a_request_mid_roll_puts_its_nodes_back() -> None:
