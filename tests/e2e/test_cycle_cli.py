@@ -111,6 +111,29 @@ async def test_cycle_creates_and_watches(tmp_path: Path) -> None:
         assert made["metadata"]["annotations"]["nodeops.dev/reason"] == "cli"
 
 
+async def test_cycle_all_makes_one_request_per_nodegroup(tmp_path: Path) -> None:
+    async with world(scenario(2, groups=2), controllers=False) as w:
+        assert w.client is not None
+        config = w.sim.server.write_kubeconfig(tmp_path / "kubeconfig")
+        await w.client.create(NODEGROUPS, nodegroup("a", "workers-a"))
+        await w.client.create(NODEGROUPS, nodegroup("b", "workers-b"))
+        code, out, err = await run("--all", "--concurrency", "2", kubeconfig=config)
+        assert code == 0, out + err
+        made = await requests(w)
+        assert sorted(r["spec"]["nodeGroupName"] for r in made) == ["workers-a", "workers-b"]
+        for r in made:
+            source = r["metadata"]["labels"]["name"]
+            assert r["spec"]["nodeGroupName"] == f"workers-{source}"
+            assert r["metadata"]["name"].startswith(f"{source}-")
+            assert r["metadata"]["annotations"]["nodeops.dev/reason"] == "cli"
+            assert r["spec"]["cycleSettings"]["concurrency"] == 2
+            assert f"cyclenoderequest.nodeops.dev/{r['metadata']['name']} created" in out
+        # The command it prints to watch them selects both.
+        assert f"kubectl -n {NS} get cnr -l 'name in (a,b)' -w" in out
+        selected, _ = await w.client.list(CYCLENODEREQUESTS, NS, label_selector="name in (a,b)")
+        assert len(selected) == 2
+
+
 @pytest.mark.kubectl
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 async def test_kubectl_cycle(tmp_path: Path) -> None:

@@ -223,6 +223,7 @@ class CycleNodeRequestReconciler:
             time,
             on_transition=notifier.phase if notifier is not None else None,
         )
+        self.child_status = StatusWriter(client, CYCLENODESTATUSES, events, time)
         # Picking a batch reads every request's nodes in replacement and then writes this
         # request's: one at a time, so two requests never both take the last of a budget.
         self._batch_lock = asyncio.Lock()
@@ -1013,10 +1014,11 @@ class CycleNodeRequestReconciler:
     async def _annotate_new_nodes(
         self, view: View, spec: CycleNodeRequestSpec, inventory: Inventory
     ) -> None:
-        if self._annotation_management_disabled(spec):
-            return
         annotated = set(view.status.get("annotatedNodes") or ())
         batch_groups = {e["nodeGroupName"] for e in view.nodes("currentNodes")}
+        batch_groups -= self._annotation_opted_out(spec)
+        if not batch_groups:
+            return
         added = []
         fresh = [
             node
@@ -1039,17 +1041,19 @@ class CycleNodeRequestReconciler:
         started = view.time("scaleUpStarted")
         return created is None or started is None or (created - started).total_seconds() >= -1
 
-    def _annotation_management_disabled(self, spec: CycleNodeRequestSpec) -> bool:
+    def _annotation_opted_out(self, spec: CycleNodeRequestSpec) -> set[str]:
+        """The request's cloud groups whose NodeGroup keeps the autoscaler annotation off their
+        nodes; the request's other groups still get it."""
         groups = set(spec.node_groups)
+        out: set[str] = set()
         for obj in self.nodegroups.objects():
             annotations = o.annotations_of(obj)
             if not any(annotations.get(k) == "true" for k in DISABLE_ANNOTATION_MANAGEMENT):
                 continue
             ng_spec = obj.get("spec") or {}
             names = {ng_spec.get("nodeGroupName"), *(ng_spec.get("nodeGroupsList") or ())}
-            if names & groups:
-                return True
-        return False
+            out |= {str(n) for n in names if n} & groups
+        return out
 
     async def _remove_annotations(self, view: View) -> None:
         for node in self.nodes.objects():
@@ -1511,13 +1515,15 @@ class CycleNodeRequestReconciler:
         return None
 
     async def _stop_child(self, child: Obj) -> None:
+        """Fail a child that is still waiting or draining, through the same writer as its own
+        transitions: its Event and metrics say it stopped, and why."""
         try:
-            await self.client.patch_status(
-                CYCLENODESTATUSES,
-                o.name(child),
-                {"phase": "Failed", "message": "its CycleNodeRequest was deleted"},
-                o.namespace(child),
-                resource_version=o.meta(child).get("resourceVersion"),
+            await self.child_status.commit(
+                View(child),
+                phase="Failed",
+                reason="RequestDeleted",
+                message="its CycleNodeRequest was deleted",
+                warning=True,
             )
         except (errors.NotFound, errors.Conflict):
             pass

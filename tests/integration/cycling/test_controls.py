@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from nodeops.controllers.cycling.keys import CYCLE_TAINT
+from nodeops.controllers.cycling.keys import CYCLE_TAINT, NODE_FINALIZER
 from nodeops.controllers.cycling.resources import NODEGROUPS
-from nodeops.kube.resources import PODS
+from nodeops.kube.metrics import REGISTRY
+from nodeops.kube.resources import NODES, PODS
 from tests.waiting import until
 
 from .harness import (
@@ -18,6 +19,7 @@ from .harness import (
     blocking_budget,
     children,
     nodes,
+    on_write,
     request,
     scenario,
     wait_phase,
@@ -57,6 +59,35 @@ async def test_a_nodegroup_budget_bounds_every_request() -> None:
         assert status["phase"] == "Successful"
         assert peak == 1
         assert status["progress"]["cycled"] == 4
+
+
+async def test_a_request_budget_alone_bounds_its_concurrency() -> None:
+    """No NodeGroup has a budget: the request's own (half of its group) keeps it to two nodes
+    in replacement at a time, though its concurrency would take all four at once. Counted by
+    the cluster, not the request: the nodes that carry cycling's finalizer (from just before
+    their instance is detached until the Node is deleted) in every write the server stores."""
+    async with world(scenario(4)) as w:
+        held: set[str] = set()
+        peak = 0
+
+        def count(kind: str, node: dict[str, Any], prev: dict[str, Any] | None) -> None:
+            nonlocal peak
+            del prev
+            name = node["metadata"]["name"]
+            if kind != "DELETED" and NODE_FINALIZER in (node["metadata"].get("finalizers") or ()):
+                held.add(name)
+            else:
+                held.discard(name)
+            peak = max(peak, len(held))
+
+        on_write(w, NODES, count)
+        await w.create_request(
+            request("own", GROUP, cycleSettings={"concurrency": 4}, budgets=[{"nodes": "50%"}])
+        )
+        done = await wait_phase(w, "own", ("Successful", "Failed"))
+        assert done["status"]["phase"] == "Successful", done["status"]
+        assert done["status"]["progress"]["cycled"] == 4
+        assert peak == 2
 
 
 async def test_a_budget_window_stops_replacements_until_it_closes() -> None:
@@ -132,6 +163,23 @@ async def test_each_pod_moves_once() -> None:
         assert done["status"]["podMovesPerPod"] <= 1.05
         assert w.record.violations == []
         assert_clean(await nodes(w))
+
+
+async def test_the_pod_moves_metric_counts_the_evictions_of_a_roll() -> None:
+    """`nodeops_cycling_pod_moves_total` and `status.podMoves` say what a roll did to the
+    workloads: as many moves as the simulator recorded evictions."""
+    metric = "nodeops_cycling_pod_moves_total"
+    async with world(scenario(3)) as w:
+        before = REGISTRY.get_sample_value(metric) or 0.0
+        await w.create_request(request("counted", GROUP, cycleSettings={"concurrency": 1}))
+        done = await wait_phase(w, "counted", ("Successful", "Failed"))
+        status = done["status"]
+        assert status["phase"] == "Successful", status
+        evictions = w.record.evictions
+        assert evictions > 0
+        assert (REGISTRY.get_sample_value(metric) or 0.0) - before == evictions
+        assert status["podMoves"] == evictions
+        assert status["podMovesPerPod"] == round(evictions / status["podsToMove"], 4)
 
 
 async def test_a_batch_waits_until_its_pods_fit() -> None:

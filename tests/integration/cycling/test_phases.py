@@ -5,6 +5,8 @@ behind."""
 from __future__ import annotations
 
 import asyncio
+import shutil
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import generate_latest
@@ -15,6 +17,9 @@ from nodeops.controllers.cycling.keys import (
     NODE_GROUP_ANNOTATION,
     SCALE_DOWN_DISABLED,
 )
+from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS, NODEGROUPS
+from nodeops.demo.scenario import group_names
+from nodeops.demo.world import World
 from nodeops.kube import errors
 from nodeops.kube.metrics import REGISTRY
 from nodeops.kube.resources import EVENTS, NODES, PDBS, PODS
@@ -23,11 +28,14 @@ from tests.waiting import until
 
 from .harness import (
     NS,
+    Transitions,
     assert_clean,
+    assert_every_transition_is_an_event,
     blocking_budget,
     children,
     instance_states,
     nodes,
+    on_write,
     request,
     scenario,
     wait_phase,
@@ -127,6 +135,7 @@ async def test_wait_method_waits_for_do_not_disrupt_pods() -> None:
 
 async def test_a_failed_node_heals_the_rest_and_fails_the_request() -> None:
     async with world(scenario(3, workloads=blocking_budget)) as w:
+        transitions = Transitions(w)
         await w.create_request(
             request(
                 "blocked",
@@ -145,6 +154,45 @@ async def test_a_failed_node_heals_the_rest_and_fails_the_request() -> None:
         assert not [i for i, (g, s) in states.items() if s == DETACHED]
         assert_clean(await nodes(w))
         assert w.record.violations == []
+        assert transitions.of("blocked")[-2:] == ["Healing", "Failed"]
+        await assert_every_transition_is_an_event(w, transitions)
+
+
+async def test_every_phase_change_is_an_event(tmp_path: Path) -> None:
+    """`kubectl describe` of a request, or of one of its CycleNodeStatuses, tells its story: an
+    Event for every phase it went through, the phase as reason and what it did as note."""
+    async with world(scenario(2)) as w:
+        transitions = Transitions(w)
+        await w.create_request(request("told", GROUP, cycleSettings={"concurrency": 1}))
+        await wait_phase(w, "told", "Successful")
+        batch = ["Initialised", "ScalingUp", "CordoningNode", "WaitingTermination"]
+        assert transitions.of("told") == ["Pending", *batch, *batch, "Initialised", "Successful"]
+        replaced = [c["metadata"]["name"] for c in await children(w, "told")]
+        assert len(replaced) == 2
+        for name in replaced:
+            assert transitions.of(name) == [
+                "Pending",
+                "RemovingLabelsFromPods",
+                "DrainingPods",
+                "DeletingNode",
+                "TerminatingNode",
+                "Successful",
+            ]
+        await assert_every_transition_is_an_event(w, transitions)
+        if shutil.which("kubectl") is not None:
+            config = w.sim.server.write_kubeconfig(tmp_path / "kubeconfig")
+            proc = await asyncio.create_subprocess_exec(
+                *("kubectl", "--kubeconfig", str(config), "-n", NS, "describe", "cnr", "told"),
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+            assert proc.returncode == 0, err.decode()
+            events = out.decode().split("Events:", 1)[1]
+            scaling = [line.split() for line in events.splitlines() if "ScalingUp" in line]
+            assert len(scaling) == 2 and all(line[0] == "Normal" for line in scaling), events
+            assert all("detaching 1 nodes:" in " ".join(line) for line in scaling), events
+            assert "Successful" in events
 
 
 async def test_scale_up_limit_heals_the_detached_batch() -> None:
@@ -219,9 +267,110 @@ async def test_scale_down_disabled_annotation_only_during_the_roll() -> None:
         assert not done["status"].get("annotatedNodes")
 
 
+async def test_a_nodegroup_can_keep_the_autoscaler_annotation_off_its_nodes() -> None:
+    """A NodeGroup annotated `nodeops.dev/disable-annotation-management: "true"` (or with
+    Cyclops's key) keeps scale-down-disabled off its cloud groups' new nodes; a group of the same
+    request whose NodeGroup does not opt out still gets it."""
+    async with world(scenario(3, groups=3)) as w:
+        assert w.client is not None
+        opt_outs = {
+            "workers-a": "nodeops.dev/disable-annotation-management",
+            "workers-b": "cyclops.atlassian.com/disable-annotation-management",
+            "workers-c": None,
+        }
+        for group, key in opt_outs.items():
+            await w.client.create(
+                NODEGROUPS,
+                {
+                    "apiVersion": "nodeops.dev/v1alpha1",
+                    "kind": "NodeGroup",
+                    "metadata": {"name": group, "annotations": {key: "true"} if key else {}},
+                    "spec": {
+                        "nodeGroupName": group,
+                        "nodeSelector": {"matchLabels": {"role": "worker"}},
+                        "cycleSettings": {"method": "Drain", "concurrency": 1},
+                    },
+                },
+            )
+        annotated: set[str] = set()
+
+        def seen(kind: str, node: dict[str, Any], prev: dict[str, Any] | None) -> None:
+            del kind, prev
+            if SCALE_DOWN_DISABLED in (node["metadata"].get("annotations") or {}):
+                annotated.add(node["metadata"]["name"])
+
+        on_write(w, NODES, seen)
+        await w.create_request(request("mixed", group_names(3), cycleSettings={"concurrency": 3}))
+        done = await wait_phase(w, "mixed", ("Successful", "Failed"))
+        assert done["status"]["phase"] == "Successful", done["status"]
+        group_of = {i.node_name: i.group for i in w.sim.cloud.state.instances.values()}
+        assert {group_of.get(name) for name in annotated} == {"workers-c"}
+        for node in await nodes(w):
+            assert SCALE_DOWN_DISABLED not in (node["metadata"].get("annotations") or {})
+
+
+async def test_a_terminal_phase_stays_terminal() -> None:
+    """Successful and Failed are final: what happens afterwards (new nodes in the group, other
+    nodes replaced, the spec edited, even into a valid one) wakes no further action."""
+    async with world(scenario(2, groups=2)) as w:
+        assert w.client is not None
+        transitions = Transitions(w)
+        await w.create_request(request("done", ["workers-a"], cycleSettings={"concurrency": 1}))
+        await wait_phase(w, "done", "Successful")
+        await _cleaned_up(w, "done")
+        await w.create_request(request("broken", ["workers-a"], provider="gcp"))
+        await wait_phase(w, "broken", "Failed")
+        await _cleaned_up(w, "broken")
+        ended = {name: (await w.request(name) or {})["status"] for name in ("done", "broken")}
+        children_before = {c["metadata"]["name"] for c in await children(w, "done")}
+        changes = len(transitions.seen)
+        # The world changes: spec edits (the failed one's fixed), a new node in their group,
+        # and another request replacing nodes of the other group.
+        for name, spec in (
+            ("done", {"cycleSettings": {"concurrency": 2, "method": "Wait"}}),
+            ("broken", {"provider": None}),
+        ):
+            await w.client.patch(CYCLENODEREQUESTS, name, {"spec": spec}, NS)
+        state = w.sim.cloud.state
+        state.update_group("workers-a", desired=state.groups["workers-a"].desired + 1)
+
+        async def grown() -> bool:
+            members = [state.instances[i] for i in state.groups["workers-a"].members]
+            names = {n["metadata"]["name"] for n in await nodes(w)}
+            return len(members) == 2 and all(
+                m.lifecycle == IN_SERVICE and m.node_name in names for m in members
+            )
+
+        await until(grown, timeout=60, what="a new node in workers-a")
+        await w.create_request(request("later", ["workers-b"], cycleSettings={"concurrency": 1}))
+        await wait_phase(w, "later", "Successful")
+        # Unchanged, but for the zeros the API server's schema defaults fill in on a write.
+        defaults = {"activeChildren": 0, "numNodesCycled": 0}
+        for name in ("done", "broken"):
+            assert (await w.request(name) or {})["status"] == {**defaults, **ended[name]}, name
+        assert [t for t in transitions.seen[changes:] if t.name in ("done", "broken")] == []
+        assert {c["metadata"]["name"] for c in await children(w, "done")} == children_before
+        assert await children(w, "broken") == []
+        members = [state.instances[i] for i in state.groups["workers-a"].members]
+        assert len(members) == 2 and all(m.lifecycle == IN_SERVICE for m in members)
+        assert_clean(await nodes(w))
+
+
+async def _cleaned_up(w: World, name: str) -> None:
+    async def check() -> bool:
+        status = (await w.request(name) or {}).get("status") or {}
+        return any(
+            c["type"] == "CleanedUp" and c["status"] == "True"
+            for c in status.get("conditions") or ()
+        )
+
+    await until(check, timeout=60, what=f"{name} cleaned up")
+
+
 async def test_deleting_a_request_mid_roll_puts_its_nodes_back() -> None:
     async with world(scenario(3, workloads=blocking_budget)) as w:
         assert w.client is not None
+        transitions = Transitions(w)
         await w.create_request(request("doomed", GROUP, cycleSettings={"concurrency": 1}))
 
         async def draining() -> bool:
@@ -229,8 +378,6 @@ async def test_deleting_a_request_mid_roll_puts_its_nodes_back() -> None:
             return bool(found) and found[0].get("status", {}).get("phase") == "DrainingPods"
 
         await until(draining, timeout=60, what="a node draining")
-        from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS
-
         await w.client.delete(CYCLENODEREQUESTS, "doomed", NS)
 
         async def gone() -> bool:
@@ -239,6 +386,11 @@ async def test_deleting_a_request_mid_roll_puts_its_nodes_back() -> None:
         await until(gone, timeout=60, what="the request to go")
         assert_clean(await nodes(w))
         assert not [i for i, (_, s) in (await instance_states(w)).items() if s == DETACHED]
+        # The node whose drain was stopped says so, like every other phase change.
+        stopped = [t for t in transitions.seen if t.kind == "CycleNodeStatus"]
+        assert stopped[-1].phase == "Failed", stopped
+        assert stopped[-1].message == "its CycleNodeRequest was deleted"
+        await assert_every_transition_is_an_event(w, transitions)
 
 
 async def test_a_request_waits_for_another_cycling_the_same_nodes() -> None:
