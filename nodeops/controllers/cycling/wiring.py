@@ -40,6 +40,10 @@ __all__ = ["CyclingControllers", "install"]
 Obj = Mapping[str, Any]
 
 
+# The node controller's name, also the label of its drains' metrics.
+NODE_CONTROLLER = "cyclenodestatus"
+
+
 def _owner_uid(obj: Obj) -> list[str]:
     owner = o.controller_ref(obj)
     return [str(owner["uid"])] if owner and owner.get("uid") else []
@@ -173,7 +177,9 @@ def install(
     sources = SharedInformers.for_manager(manager)
 
     def drainer(options: DrainOptions) -> Drainer:
-        return Drainer(manager.client, options, sources=sources, events=events)
+        return Drainer(
+            manager.client, options, sources=sources, events=events, controller=NODE_CONTROLLER
+        )
 
     child_reconciler = CycleNodeStatusReconciler(
         client=manager.client,
@@ -233,7 +239,7 @@ def install(
     )
     child_controller = (
         Controller(
-            "cyclenodestatus",
+            NODE_CONTROLLER,
             child_reconciler,
             max_concurrent_reconciles=settings.node_workers,
         )
