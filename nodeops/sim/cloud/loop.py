@@ -17,14 +17,12 @@ it was meanwhile, as a real machine whose kubelet cannot reach the API server wo
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
-import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from nodeops.sim.clock import Clock
+from nodeops.sim.clockwork import Clockwork
 from nodeops.sim.cloud.model import SimInstance
 from nodeops.sim.cloud.state import CloudState
 from nodeops.sim.cluster.apiclient import NODES, AlreadyExists, ApiClient, Conflict, NotFound
@@ -33,86 +31,27 @@ from nodeops.sim.objects import for_create
 
 __all__ = ["CloudLoop"]
 
-log = logging.getLogger(__name__)
 
-_MIN_WALL_SLEEP = 0.005  # keeps a very fast clock from turning retries into a busy loop
-
-
-class CloudLoop:
+class CloudLoop(Clockwork):
     """Runs the state's deadlines and mirrors instances into Node objects."""
 
     def __init__(self, state: CloudState, clock: Clock, client: ApiClient) -> None:
+        super().__init__(state, clock)
         self.state = state
-        self.clock = clock
         self.client = client
-        self._wake = asyncio.Event()
-        self._retry_at: dict[tuple[str, str], float] = {}
-        self._failures: dict[tuple[str, str], int] = {}
-        state.subscribe(self._wake.set)
-
-    async def run(self) -> None:
-        while True:
-            self._wake.clear()
-            try:
-                await self.step()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("simulated cloud: step failed")
-            await self._sleep()
 
     async def step(self) -> None:
         """One pass: advance the state, then make the cluster match it."""
         self.state.advance()
         for instance in self.state.boots_due():
-            await self._attempt("boot", instance, self._register_node)
+            await self.attempt("boot", instance, self._register_node)
         for instance, kubelet in self.state.signals_due():
-            await self._attempt(
-                "signal", instance, functools.partial(self._signal, kubelet=kubelet)
-            )
+            await self.attempt("signal", instance, functools.partial(self._signal, kubelet=kubelet))
         for instance in self.state.deletions_due():
-            await self._attempt("delete", instance, self._delete_node)
+            await self.attempt("delete", instance, self._delete_node)
         # Registrations and deletions may have started the next transitions.
         self.state.advance()
-        for key in [k for k in self._retry_at if k[1] not in self.state.instances]:
-            self._retry_at.pop(key, None)
-            self._failures.pop(key, None)
-
-    async def _sleep(self) -> None:
-        now = self.clock.now().timestamp()
-        deadlines = [d for d in (self.state.next_due(), *self._retry_at.values()) if d is not None]
-        timeout = None
-        if deadlines:
-            timeout = max(_MIN_WALL_SLEEP, self.clock.wall_seconds(min(deadlines) - now))
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout)
-
-    async def _attempt(
-        self, what: str, instance: SimInstance, action: Callable[[SimInstance], Awaitable[None]]
-    ) -> None:
-        key = (what, instance.id)
-        now = self.clock.now().timestamp()
-        if self._retry_at.get(key, now) > now:
-            return
-        try:
-            await action(instance)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            self._retry_at[key] = now + self.state.settings.retry_seconds
-            failures = self._failures[key] = self._failures.get(key, 0) + 1
-            # A fault spec can fail every call; say so, without a line per retry.
-            if failures <= 3 or failures % 50 == 0:
-                log.warning(
-                    "simulated cloud: %s of %s failed (%d times), will retry: %s",
-                    what,
-                    instance.id,
-                    failures,
-                    exc,
-                )
-        else:
-            self._retry_at.pop(key, None)
-            self._failures.pop(key, None)
+        self.forget_all_but(self.state.instances)
 
     async def _register_node(self, instance: SimInstance) -> None:
         node = self.state.node_object(instance, now_text=self.clock.timestamp())
