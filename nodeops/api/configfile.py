@@ -12,9 +12,6 @@ accepts, as a bare number of seconds; `GoDuration` reads them into seconds.
 
 from __future__ import annotations
 
-import difflib
-import types
-import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -22,6 +19,7 @@ from typing import Annotated, Any, TypeVar
 from pydantic import BaseModel, BeforeValidator, ValidationError
 
 from nodeops.api.duration import parse_duration
+from nodeops.common.unknownkeys import unknown_key_message
 from nodeops.common.yamlfile import (
     ConfigFileError,
     ConfigProblem,
@@ -42,7 +40,6 @@ __all__ = [
 ]
 
 M = TypeVar("M", bound=BaseModel)
-Loc = tuple[str | int, ...]
 
 
 # --------------------------------------------------------------------------------------------
@@ -136,7 +133,7 @@ def _problems(exc: ValidationError, marked: Marked, model: type[BaseModel]) -> l
         loc = tuple(error["loc"])
         message = str(error["msg"]).removeprefix("Value error, ")
         if error["type"] == "extra_forbidden":
-            message = _unknown_key_message(model, loc)
+            message = unknown_key_message(model, loc)
         elif error["type"] == "missing":
             message = "required, but not set"
         elif isinstance(error.get("input"), str | int | float) and not isinstance(
@@ -148,40 +145,3 @@ def _problems(exc: ValidationError, marked: Marked, model: type[BaseModel]) -> l
         problems.append(ConfigProblem(marked.line_of(loc), render_path(loc), message))
     unique = list(dict.fromkeys(problems))
     return sorted(unique, key=lambda p: p.line or 0)
-
-
-def _model_at(model: type[BaseModel], loc: Loc) -> type[BaseModel] | None:
-    """The model class whose field `loc` names, by walking field annotations from `model`."""
-    current: type[BaseModel] | None = model
-    for part in loc[:-1]:
-        if isinstance(part, int):
-            continue
-        if current is None:
-            return None
-        field = next(
-            (f for name, f in current.model_fields.items() if (f.alias or name) == part), None
-        )
-        current = _model_in(field.annotation) if field else None
-    return current
-
-
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    origin = typing.get_origin(annotation)
-    if origin in (list, dict, typing.Union, types.UnionType, Annotated):
-        for arg in typing.get_args(annotation):
-            found = _model_in(arg)
-            if found is not None:
-                return found
-    return None
-
-
-def _unknown_key_message(model: type[BaseModel], loc: Loc) -> str:
-    owner = _model_at(model, loc)
-    if owner is None:
-        return "unknown key"
-    allowed = [f.alias or name for name, f in owner.model_fields.items()]
-    close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
-    hint = f"did you mean {close[0]!r}? " if close else ""
-    return f"unknown key; {hint}allowed: {', '.join(allowed)}"

@@ -12,11 +12,8 @@ keep line numbers, and validation errors are mapped back onto them.
 
 from __future__ import annotations
 
-import difflib
 import random
 import re
-import types
-import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -35,6 +32,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
+from nodeops.common.unknownkeys import Loc, unknown_key_message
 from nodeops.common.yamlfile import (
     ConfigFileError,
     ConfigProblem,
@@ -49,7 +47,6 @@ from nodeops.sim.objects import DEFAULT_NOW, INSTANCE_TYPES, Obj, TimeLike
 # Namespaces every cluster has; the API server makes them, so a scenario never creates them.
 BUILTIN_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
 
-Loc = tuple[str | int, ...]
 
 # --- errors ----------------------------------------------------------------------------------
 
@@ -659,7 +656,7 @@ def _problems(exc: ValidationError, marked: Marked) -> list[Problem]:
         loc = tuple(error["loc"])
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "extra_forbidden":
-            message = _unknown_key_message(loc)
+            message = unknown_key_message(Scenario, loc)
         elif error["type"] != "missing" and isinstance(error.get("input"), str | int | float):
             got = repr(error["input"])
             if not (isinstance(error["input"], str) and got in message):
@@ -667,40 +664,3 @@ def _problems(exc: ValidationError, marked: Marked) -> list[Problem]:
         problems.append(Problem(marked.line_of(loc), render_path(loc), message))
     unique = list(dict.fromkeys(problems))
     return sorted(unique, key=lambda p: p.line or 0)
-
-
-def _model_at(loc: Loc) -> type[BaseModel] | None:
-    """The model class whose field `loc` names, by walking field annotations from Scenario."""
-    model: type[BaseModel] | None = Scenario
-    for part in loc[:-1]:
-        if isinstance(part, int):
-            continue
-        if model is None:
-            return None
-        field = next(
-            (f for name, f in model.model_fields.items() if (f.alias or name) == part), None
-        )
-        model = _model_in(field.annotation) if field else None
-    return model
-
-
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    origin = typing.get_origin(annotation)
-    if origin in (list, typing.Union, types.UnionType, Annotated):
-        for arg in typing.get_args(annotation):
-            found = _model_in(arg)
-            if found is not None:
-                return found
-    return None
-
-
-def _unknown_key_message(loc: Loc) -> str:
-    model = _model_at(loc)
-    if model is None:
-        return "unknown key"
-    allowed = [f.alias or name for name, f in model.model_fields.items()]
-    close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
-    hint = f"did you mean {close[0]!r}? " if close else ""
-    return f"unknown key; {hint}allowed: {', '.join(allowed)}"
