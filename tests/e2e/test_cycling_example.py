@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.kubectl import kubectl_ok as kubectl
+
 from .conftest import free_port, nodeops, stop
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,18 +24,6 @@ pytestmark = [
     pytest.mark.kubectl,
     pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed"),
 ]
-
-
-def kubectl(config: Path, *args: str, stdin: str | None = None) -> str:
-    done = subprocess.run(
-        ["kubectl", "--kubeconfig", str(config), *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def test_the_documented_walk_through(tmp_path: Path) -> None:

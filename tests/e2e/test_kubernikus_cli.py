@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.kubectl import kubectl_ok as kubectl
+
 from .conftest import nodeops, stop
 
 pytestmark = [
@@ -57,19 +59,6 @@ def kubernikus_cluster(tmp_path: Path) -> Iterator[Path]:
         yield kubeconfig
     finally:
         stop(proc)
-
-
-def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
-    done = subprocess.run(
-        ["kubectl", "--kubeconfig", str(kubeconfig), *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def api(kubeconfig: Path, path: str, method: str = "GET", body: bytes | None = None) -> Any:

@@ -4,7 +4,6 @@ refuses what the schema can tell is wrong, naming the field."""
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -13,6 +12,7 @@ import pytest
 
 from nodeops.api import render_crds_yaml
 from nodeops.sim.serve import SimCluster, SimOptions
+from tests.kubectl import kubectl
 from tests.unit.api.test_cycling import CYCLOPS_CNR, CYCLOPS_NODEGROUP
 
 pytestmark = [
@@ -29,22 +29,6 @@ async def kubeconfig(tmp_path: Path) -> AsyncIterator[Path]:
         yield sim.server.write_kubeconfig(tmp_path / "kubeconfig")
     finally:
         await sim.stop()
-
-
-async def kubectl(config: Path, *args: str, stdin: str | None = None) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        "kubectl",
-        "--kubeconfig",
-        str(config),
-        *args,
-        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(
-        proc.communicate(stdin.encode() if stdin is not None else None), timeout=60
-    )
-    return proc.returncode or 0, out.decode(), err.decode()
 
 
 async def test_cyclops_manifests_apply_and_print_like_cyclops(kubeconfig: Path) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from nodeops.sim.serve import SimCluster, SimOptions
+from tests.kubectl import kubectl
 
 pytestmark = [
     pytest.mark.kubectl,
@@ -26,22 +27,6 @@ async def cluster(tmp_path: Path) -> AsyncIterator[tuple[SimCluster, Path]]:
         yield sim, kubeconfig
     finally:
         await sim.stop()
-
-
-async def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        "kubectl",
-        "--kubeconfig",
-        str(kubeconfig),
-        *args,
-        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(
-        proc.communicate(stdin.encode() if stdin is not None else None), timeout=60
-    )
-    return proc.returncode or 0, out.decode(), err.decode()
 
 
 DEPLOYMENT = """
