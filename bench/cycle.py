@@ -68,7 +68,13 @@ def _children_cpu() -> float:
 
 
 async def roll(
-    nodes: int, concurrency: int, groups: int, time_scale: float, taint: str, seed: int
+    nodes: int,
+    concurrency: int,
+    groups: int,
+    time_scale: float,
+    taint: str,
+    seed: int,
+    manager_log: Path | None = None,
 ) -> dict[str, Any]:
     scenario = demo_scenario(
         nodes,
@@ -101,12 +107,20 @@ async def roll(
             port = _free_port()
             command = world.manager_command(Path(tmp))
             command[command.index("--health-addr") + 1] = f"127.0.0.1:{port}"
+            log_file = None
+            if manager_log is not None:
+                command[command.index("--log-level") + 1] = os.environ.get(
+                    "CYCLE_BENCH_LOG_LEVEL", "info"
+                )
+                log_file = manager_log.open("w", encoding="utf-8")
             proc = await asyncio.create_subprocess_exec(
                 *command,
                 stdout=asyncio.subprocess.DEVNULL,
-                stderr=asyncio.subprocess.DEVNULL,
+                stderr=log_file if log_file is not None else asyncio.subprocess.DEVNULL,
                 env=dict(os.environ, PYTHONUNBUFFERED="1"),
             )
+            if log_file is not None:
+                log_file.close()  # the manager has its own descriptor now
             # The roll is timed from a manager that is up (caches synced), not from its start.
             await _until_ready(port)
             start = world.sim.clock.now()
@@ -240,11 +254,27 @@ async def _observed(world: World, client: Client) -> tuple[float, float]:
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    logs: dict[str, Path | None] = {"taint": None, "no_taint": None}
+    if args.manager_logs is not None:
+        args.manager_logs.mkdir(parents=True, exist_ok=True)
+        logs = {name: args.manager_logs / f"{name}.log" for name in logs}
     with_taint = await roll(
-        args.nodes, args.concurrency, args.groups, args.time_scale, "PreferNoSchedule", args.seed
+        args.nodes,
+        args.concurrency,
+        args.groups,
+        args.time_scale,
+        "PreferNoSchedule",
+        args.seed,
+        logs["taint"],
     )
     without = await roll(
-        args.nodes, args.concurrency, args.groups, args.time_scale, "Off", args.seed
+        args.nodes,
+        args.concurrency,
+        args.groups,
+        args.time_scale,
+        "Off",
+        args.seed,
+        logs["no_taint"],
     )
     ok = all(
         r["phase"] == "Successful" and r["nodes_lost"] == 0 and r["pdb_violations"] == 0
@@ -285,6 +315,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--time-scale", type=float, default=5.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument(
+        "--manager-logs",
+        type=Path,
+        default=None,
+        help="write each roll's manager log (level info) to DIR/taint.log and DIR/no_taint.log",
+    )
     args = parser.parse_args(argv)
     from nodeops.kube.logging import configure
 

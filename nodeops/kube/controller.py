@@ -497,7 +497,10 @@ class Controller:
         else:
             self._handle_result(req, result)
         finally:
-            RECONCILE_TIME.labels(self.name).observe(time.perf_counter() - started)
+            took = time.perf_counter() - started
+            RECONCILE_TIME.labels(self.name).observe(took)
+            # At debug level, every reconcile and its duration: where a slow roll's time went.
+            bound.debug("reconciled", seconds=round(took, 4))
             self._active -= 1
             ACTIVE_WORKERS.labels(self.name).set(self._active)
             structlog.contextvars.unbind_contextvars("controller", "object", "reconcile_id")

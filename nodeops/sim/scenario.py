@@ -251,6 +251,10 @@ class NodeGroup(_NodeShape):
     zones: list[Zone] | None = Field(default=None, min_length=1)
     launch_version: VersionString = "1"
     boot_seconds: float = Field(default=60.0, ge=0)
+    # After its Node registers, how long the cloud keeps an instance pending before it is in
+    # service: an AWS lifecycle hook that waits for the node, say. The cluster is then ahead of
+    # the cloud, which a controller only learns by asking the cloud.
+    in_service_seconds: float = Field(default=0.0, ge=0)
 
     @field_validator("zones")
     @classmethod

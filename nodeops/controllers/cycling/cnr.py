@@ -146,6 +146,12 @@ _PARALLEL = 32
 trip's time instead of twenty."""
 
 
+async def _apply(job: tuple[Callable[[T], Awaitable[R]], T]) -> R:
+    """One (function, item) pair of a mixed batch for `each`."""
+    fn, item = job
+    return await fn(item)
+
+
 async def each(items: Iterable[T], fn: Callable[[T], Awaitable[R]]) -> list[R]:
     """`fn` on every item, at most `_PARALLEL` at once; every item is tried before the first
     failure (the earliest by item order) is raised, so one bad node does not hold up the rest."""
@@ -281,6 +287,9 @@ class CycleNodeRequestReconciler:
                     view, condition=("Blocked", "True", wait.reason, wait.message[:32768])
                 )
                 after = wait.after if wait.after is not None else self.settings.check_interval
+                ctx.log.debug(
+                    "waiting", phase=phase, reason=wait.reason, message=wait.message, after=after
+                )
                 return Result(requeue_after=self.time.wall(after))
             except _Heal as heal:
                 await self._to_healing(view, heal.message, heal.reason)
@@ -721,6 +730,7 @@ class CycleNodeRequestReconciler:
                 "currentNodes": current + batch,
                 "nodesAvailable": [e for e in still if e["name"] not in picked] or None,
                 "scaleUpStarted": timestamp(self.time.now()),
+                "annotatedNodes": None,
             }
             changes.update(self._progress(view, children, {**view.status, **changes}))
             await self.status.commit(
@@ -932,18 +942,23 @@ class CycleNodeRequestReconciler:
                 reason="ScalingUp",
             )
         waiting = self._scale_up_state(spec, inventory, current)
+        catch_up = max(0.5, min(self.settings.cloud_poll_interval / 5, 2.0))
         if waiting:
             # Nodes change under watch, instances only when polled: before waiting longer, look
             # at the cloud again unless it was looked at a moment ago.
-            _, _, inventory = await self._inventory(
-                request, spec, max_age=self.settings.cloud_poll_interval / 5
-            )
+            _, _, inventory = await self._inventory(request, spec, max_age=catch_up)
             waiting = self._scale_up_state(spec, inventory, current)
-        if waiting:
-            raise _Wait(
-                f"scaling up: {waiting}", after=self._scale_up_recheck(elapsed), reason="ScalingUp"
-            )
+        # Replacements get their annotation as they come up, while the slowest still boots:
+        # the batch does not wait for those writes at its end.
         await self._annotate_new_nodes(view, spec, inventory)
+        if waiting:
+            after = self._scale_up_recheck(elapsed)
+            if self._cloud_behind_nodes(spec, inventory, current):
+                # A replacement's Node is up while the cloud still calls its instance pending:
+                # clouds flip that within seconds, and no event says so. Look again soon
+                # rather than at the next poll.
+                after = min(after, catch_up)
+            raise _Wait(f"scaling up: {waiting}", after=after, reason="ScalingUp")
         health = await self._new_node_health(view, spec, inventory)
         if health:
             raise _Wait(health, after=self.settings.check_interval, reason="HealthCheckFailing")
@@ -961,6 +976,25 @@ class CycleNodeRequestReconciler:
     def _scale_up_recheck(self, elapsed: float) -> float:
         remaining = self.settings.scale_up_limit - elapsed
         return max(1.0, min(self.settings.check_interval * 3, remaining + 1))
+
+    def _cloud_behind_nodes(
+        self, spec: CycleNodeRequestSpec, inventory: Inventory, current: Sequence[Obj]
+    ) -> bool:
+        """Whether an instance of the batch's groups that the cloud has not put in service yet
+        already has a Ready Node (a kubelet registers as soon as the machine is up; the cloud
+        may mark the instance in service only after its own checks or lifecycle hooks)."""
+        batch_groups = {e["nodeGroupName"] for e in current}
+        for name in spec.node_groups:
+            group = inventory.groups.get(name)
+            if group is None or name not in batch_groups:
+                continue
+            for inst in group.instances:
+                if inst.lifecycle_state is not Lifecycle.PENDING:
+                    continue
+                node = self._node_by_pid(inst.provider_id)
+                if node is not None and node_is_ready(node):
+                    return True
+        return False
 
     def _scale_up_state(
         self, spec: CycleNodeRequestSpec, inventory: Inventory, current: Sequence[Obj]
@@ -1014,23 +1048,33 @@ class CycleNodeRequestReconciler:
     async def _annotate_new_nodes(
         self, view: View, spec: CycleNodeRequestSpec, inventory: Inventory
     ) -> None:
+        """Put the autoscaler annotation on this batch's new nodes, and take it off the
+        previous batch's: between batches the removal would be one more round of writes
+        before the next batch could start, here it overlaps the scale-up."""
         annotated = set(view.status.get("annotatedNodes") or ())
+        stale = [
+            node
+            for node in self.nodes.objects()
+            if o.annotations_of(node).get(ANNOTATION_MANAGED) == view.name
+            and not self._created_this_batch(view, node)
+        ]
         batch_groups = {e["nodeGroupName"] for e in view.nodes("currentNodes")}
         batch_groups -= self._annotation_opted_out(spec)
-        if not batch_groups:
-            return
-        added = []
         fresh = [
             node
             for node, _ in self._new_nodes(view, inventory, batch_groups)
             if o.name(node) not in annotated and self._created_this_batch(view, node)
         ]
+        added = []
 
         async def annotate(node: Obj) -> None:
             await edit_node(self.client, node, add_scale_down_disabled(view.name))
             added.append(o.name(node))
 
-        await each(fresh, annotate)
+        async def remove(node: Obj) -> None:
+            await edit_node(self.client, node, remove_scale_down_disabled(view.name))
+
+        await each([*((annotate, n) for n in fresh), *((remove, n) for n in stale)], _apply)
         if added:
             await self.status.commit(view, {"annotatedNodes": sorted(annotated | set(added))})
 
@@ -1056,9 +1100,16 @@ class CycleNodeRequestReconciler:
         return out
 
     async def _remove_annotations(self, view: View) -> None:
-        for node in self.nodes.objects():
-            if o.annotations_of(node).get(ANNOTATION_MANAGED) == view.name:
-                await edit_node(self.client, node, remove_scale_down_disabled(view.name))
+        ours = [
+            node
+            for node in self.nodes.objects()
+            if o.annotations_of(node).get(ANNOTATION_MANAGED) == view.name
+        ]
+
+        async def remove(node: Obj) -> None:
+            await edit_node(self.client, node, remove_scale_down_disabled(view.name))
+
+        await each(ours, remove)
         if view.status.get("annotatedNodes"):
             await self.status.commit(view, {"annotatedNodes": None})
 
@@ -1272,7 +1323,7 @@ class CycleNodeRequestReconciler:
             await self.status.commit(view, changes, phase="Initialised")
             return None
         if available and active <= refill:
-            await self._remove_annotations(view)
+            # The batch's annotations come off in the next scale-up (`_annotate_new_nodes`).
             await self.status.commit(view, changes, phase="Initialised")
             return None
         await self.status.commit(view, changes)

@@ -37,7 +37,12 @@ class CyclingSettings(BaseModel):
     )
     cloud_max_backoff: float = Field(default=120.0, gt=0, description="poll backoff limit")
     request_workers: int = Field(default=4, ge=1, description="CycleNodeRequests at once")
-    node_workers: int = Field(default=16, ge=1, description="CycleNodeStatuses at once")
+    node_workers: int = Field(
+        default=32,
+        ge=1,
+        description="CycleNodeStatuses at once (fewer than a batch's concurrency delays the "
+        "drains of the nodes beyond it)",
+    )
     batch_refill: float = Field(
         default=0.0,
         ge=0,

@@ -425,6 +425,8 @@ class CloudState:
                 instance.lifecycle = TERMINATED
                 instance.terminated_at = now
                 instance.due = self._node_delete_due(instance, now)
+            elif instance.lifecycle == PENDING and instance.node_created:
+                self._enter_service(instance)
         for lb in self.load_balancers.values():
             for key, registration in list(lb.registrations.items()):
                 if registration.draining_until is not None and registration.draining_until <= now:
@@ -452,12 +454,21 @@ class CloudState:
             return
         instance.node_created = True
         if instance.lifecycle == PENDING:
-            instance.lifecycle = IN_SERVICE
-            instance.due = None
-            for lb in self._balancers_of(instance.group):
-                self._register(lb, iid, lb.port)
+            group = self.groups.get(instance.group) if instance.group is not None else None
+            delay = group.spec.in_service_seconds if group is not None else 0.0
+            if delay > 0:
+                instance.due = self.now() + delay  # `advance` puts it in service then
+                self._changed()
+            else:
+                self._enter_service(instance)
         elif instance.lifecycle == TERMINATED and instance.due is None:
             instance.due = self._node_delete_due(instance, self.now())
+
+    def _enter_service(self, instance: SimInstance) -> None:
+        instance.lifecycle = IN_SERVICE
+        instance.due = None
+        for lb in self._balancers_of(instance.group):
+            self._register(lb, instance.id, lb.port)
 
     def readdress(self, iid: str) -> None:
         """Another node took the instance's name before it registered: give it a new address."""

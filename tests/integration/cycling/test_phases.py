@@ -246,19 +246,28 @@ async def test_pending_repairs_a_detached_instance_and_removes_an_orphaned_node(
 
 
 async def test_scale_down_disabled_annotation_only_during_the_roll() -> None:
+    """Each batch's new nodes carry the annotation from its scale-up until the next batch's
+    (the two batches' nodes never at once) or the end of the roll."""
     async with world(scenario(2)) as w:
         await w.create_request(request("annotated", GROUP, cycleSettings={"concurrency": 1}))
         seen: set[str] = set()
+        most = 0
 
-        async def annotated() -> bool:
+        async def annotated_until_done() -> bool:
+            nonlocal most
+            now = set()
             for node in await nodes(w):
                 annotations = node["metadata"].get("annotations") or {}
                 if annotations.get(ANNOTATION_MANAGED) == "annotated":
                     assert annotations[SCALE_DOWN_DISABLED] == "true"
-                    seen.add(node["metadata"]["name"])
-            return bool(seen)
+                    now.add(node["metadata"]["name"])
+            seen.update(now)
+            most = max(most, len(now))
+            obj = await w.request("annotated")
+            return ((obj or {}).get("status") or {}).get("phase") == "Successful"
 
-        await until(annotated, timeout=60, what="a new node with the annotation")
+        await until(annotated_until_done, timeout=120, what="the roll to end")
+        assert len(seen) == 2 and most == 1, (seen, most)
         done = await wait_phase(w, "annotated", "Successful")
         for node in await nodes(w):
             annotations = node["metadata"].get("annotations") or {}
@@ -559,3 +568,35 @@ async def test_an_instance_that_cannot_be_terminated_is_not_put_back_without_its
         events, _ = await w.client.list(EVENTS, NS)
         assert any(e.get("reason") == "InstanceLeftDetached" for e in events)
         assert_clean(await nodes(w))
+
+
+async def test_scale_up_notices_soon_when_the_cloud_lags_behind_ready_nodes() -> None:
+    """A replacement's Node is Ready while the cloud keeps its instance pending a little
+    longer (a lifecycle hook, say), and no event will say when that ends. With a cloud poll and
+    a retry interval far longer than that, the request still moves on within seconds of the
+    instance entering service: it looks at the cloud again soon while the cluster is ahead."""
+    from nodeops.kube import objects as o
+
+    lagging = scenario(2)
+    async with world(lagging, settings={"check_interval": 60.0, "cloud_poll_interval": 600.0}) as w:
+        group = w.sim.cloud.state.groups["workers-a"]
+        group.spec = group.spec.model_copy(update={"in_service_seconds": 10.0})
+        await w.create_request(request("lagging", GROUP, cycleSettings={"concurrency": 2}))
+        scaling = await wait_phase(w, "lagging", "ScalingUp", timeout=60)
+        started = o.parse_time(scaling["status"]["scaleUpStarted"])
+        assert started is not None
+
+        async def past_scale_up() -> float | None:
+            obj = await w.request("lagging")
+            phase = ((obj or {}).get("status") or {}).get("phase")
+            if phase in ("CordoningNode", "WaitingTermination", "Initialised", "Successful"):
+                return (w.sim.clock.now() - started).total_seconds()
+            assert phase == "ScalingUp", obj
+            return None
+
+        took = await until(past_scale_up, timeout=120, what="the end of the scale-up")
+        # Boot 30 s + 10 s pending after registration; before, the request waited for the
+        # next retry (3 x 60 s) or poll (600 s).
+        assert 40 <= took <= 60, took
+        done = await wait_phase(w, "lagging", "Successful", timeout=120)
+        assert done["status"]["progress"]["cycled"] == 2
