@@ -75,6 +75,7 @@ async def roll(
     taint: str,
     seed: int,
     manager_log: Path | None = None,
+    manager_log_level: str = "info",
 ) -> dict[str, Any]:
     scenario = demo_scenario(
         nodes,
@@ -109,9 +110,7 @@ async def roll(
             command[command.index("--health-addr") + 1] = f"127.0.0.1:{port}"
             log_file = None
             if manager_log is not None:
-                command[command.index("--log-level") + 1] = os.environ.get(
-                    "CYCLE_BENCH_LOG_LEVEL", "info"
-                )
+                command[command.index("--log-level") + 1] = manager_log_level
                 log_file = manager_log.open("w", encoding="utf-8")
             proc = await asyncio.create_subprocess_exec(
                 *command,
@@ -266,6 +265,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "PreferNoSchedule",
         args.seed,
         logs["taint"],
+        args.manager_log_level,
     )
     without = await roll(
         args.nodes,
@@ -319,7 +319,13 @@ def main(argv: list[str] | None = None) -> int:
         "--manager-logs",
         type=Path,
         default=None,
-        help="write each roll's manager log (level info) to DIR/taint.log and DIR/no_taint.log",
+        help="write each roll's manager log to DIR/taint.log and DIR/no_taint.log",
+    )
+    parser.add_argument(
+        "--manager-log-level",
+        default="info",
+        choices=["debug", "info", "warning"],
+        help="with --manager-logs; debug adds each reconcile's duration and each wait's reason",
     )
     args = parser.parse_args(argv)
     from nodeops.kube.logging import configure
