@@ -24,9 +24,13 @@ Per repeat, over nodes and then pods:
 - `informer_paged`: the same informers made to sync by paginated lists (`watch_list=False`).
 - `list_decode` (only with `--list-decode`): the paginated list, every page decoded whole and
   dropped, an older baseline.
+- `baseline_informer` (only with `--baseline DIR`): the informers of the nodeops tree in DIR (a
+  checkout of an older commit, say) with that tree's defaults, in the same run: the figure to
+  compare CPU and memory per object with.
 
 Figures are medians over the repeats. Targets (the watch-list informer against the streaming
-floor): sync <= 1.3x; and the cache's resident memory <= 1.5x the JSON it holds.
+floor): sync <= 1.3x; and the cache's resident memory <= 1.5x the JSON it holds; against a
+baseline, CPU per object <= 2/3 of the baseline's and resident memory per object no more.
 """
 
 from __future__ import annotations
@@ -55,8 +59,11 @@ KINDS = (
 INFORMERS = {"informer_watch_list": True, "informer_paged": False}
 END_MARKER = b"k8s.io/initial-events-end"
 ADDED = b'{"type":"ADDED"'
+ERROR = b'{"type":"ERROR"'
 TARGET_SYNC_RATIO = 1.3
 TARGET_RSS_RATIO = 1.5
+# Against `--baseline`: CPU per object down by a third.
+TARGET_CPU_TO_BASELINE = 2 / 3
 
 Target = dict[str, Any]
 
@@ -116,6 +123,12 @@ async def _watch_list_read(target: Target) -> dict[str, Any]:
                     total += len(chunk)
                     window = tail + chunk
                     objects += window.count(ADDED) - tail.count(ADDED)
+                    if ERROR in window:
+                        # A server that cannot serve watch-lists says so in the stream.
+                        at = window.index(ERROR)
+                        raise RuntimeError(
+                            f"watch-list of {res.key} failed: {window[at : at + 600]!r}"
+                        )
                     if END_MARKER in window:
                         break
                     tail = window[-len(END_MARKER) :]
@@ -168,6 +181,8 @@ def _decode_all(batch: list[Any]) -> tuple[int, bool]:
         event = orjson.loads(line)
         if event["type"] == "BOOKMARK":
             return added, True
+        if event["type"] == "ERROR":
+            raise RuntimeError(f"watch-list failed: {event['object']}")
         added += 1
     return added, False
 
@@ -210,7 +225,9 @@ async def _paged(target: Target, decode: bool) -> dict[str, Any]:
         await client.close()
 
 
-async def _informer(target: Target, watch_list: bool) -> dict[str, Any]:
+async def _informer(target: Target, watch_list: bool | None) -> dict[str, Any]:
+    """Informers for nodes and pods from start to synced; `watch_list=None` leaves the choice
+    to the informer's defaults (a baseline tree may not have the setting at all)."""
     from nodeops.kube.informer import InformerFactory, index_pods_by_node
 
     nodes_res, pods_res = _resources()
@@ -218,7 +235,8 @@ async def _informer(target: Target, watch_list: bool) -> dict[str, Any]:
     rss_before = _rss()
     client = await _client(target)
     try:
-        factory = InformerFactory(client, watch_list=watch_list)
+        options = {} if watch_list is None else {"watch_list": watch_list}
+        factory = InformerFactory(client, **options)
         nodes = factory.informer(nodes_res)
         pods = factory.informer(pods_res, indexers={"node": index_pods_by_node})
         started = time.perf_counter()
@@ -243,12 +261,24 @@ async def _informer(target: Target, watch_list: bool) -> dict[str, Any]:
         }
         if watch_list:
             result["watch_list_refused"] = int(bool(client.watch_list_refused))
+            # Informers that synced some other way (a paged list after a failed watch-list).
+            result["watch_list_fallbacks"] = sum(
+                1 for inf in (nodes, pods) if inf.synced_by != "watch-list"
+            )
         return result
     finally:
         await client.close()
 
 
 def _child(kind: str, target: Target, conn: Any) -> None:
+    if kind == "baseline_informer":
+        # The other tree's nodeops, imported before anything imports this one's.
+        sys.path.insert(0, target["baseline"])
+        import nodeops
+
+        where = os.path.realpath(nodeops.__file__)
+        if not where.startswith(os.path.realpath(target["baseline"]) + os.sep):
+            raise RuntimeError(f"the baseline's nodeops was not the one imported: {where}")
     from nodeops.kube.logging import configure
 
     configure("warning", "console")  # stdout carries nothing but the result
@@ -260,6 +290,8 @@ def _child(kind: str, target: Target, conn: Any) -> None:
         result = asyncio.run(_watch_list_decode(target))
     elif kind == "list_decode":
         result = asyncio.run(_paged(target, decode=True))
+    elif kind == "baseline_informer":
+        result = asyncio.run(_informer(target, None))
     else:
         result = asyncio.run(_informer(target, INFORMERS[kind]))
     conn.send(result)
@@ -273,6 +305,15 @@ def _in_process(kind: str, target: Target) -> dict[str, Any]:
     result: dict[str, Any] = parent.recv()
     proc.join()
     return result
+
+
+def _commit(tree: str) -> str:
+    import subprocess
+
+    done = subprocess.run(
+        ["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    return done.stdout.strip() or "unknown"
 
 
 def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -308,20 +349,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--list-decode", action="store_true", help="also decode the paged list whole (slow)"
     )
+    parser.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="also sync with the informer of the nodeops tree in DIR (another checkout, an "
+        "older commit), in the same run, taking turns with the others",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON (the only output form)")
     args = parser.parse_args(argv)
     kinds = (*KINDS, "list_decode") if args.list_decode else KINDS
+    if args.baseline:
+        kinds = (*kinds, "baseline_informer")
     load_before = os.getloadavg()
     cluster: dict[str, Any]
+    extra: Target = {"baseline": os.path.abspath(args.baseline)} if args.baseline else {}
     if args.kubeconfig:
-        target: Target = {"kubeconfig": args.kubeconfig, "context": args.context}
+        target: Target = {"kubeconfig": args.kubeconfig, "context": args.context, **extra}
         figures = measure(target, args.repeats, kinds)
         cluster = {"kubeconfig": True, "objects": figures["informer_watch_list"]["objects"]}
     else:
         shape = ClusterShape(nodes=args.nodes, pods=args.pods)
         with ServerProcess(shape) as info:
             load_before = os.getloadavg()
-            figures = measure({"url": info["url"]}, args.repeats, kinds)
+            figures = measure({"url": info["url"], **extra}, args.repeats, kinds)
         cluster = {
             "simulated": True,
             "nodes": args.nodes,
@@ -349,6 +399,23 @@ def main(argv: list[str] | None = None) -> int:
         "informer_paged_to_informer_watch_list": round(paged["seconds"] / streaming["seconds"], 3),
         "cache_rss_to_json": round(rss_ratio, 3),
     }
+    targets: dict[str, Any] = {
+        "sync_to_watch_list_read_max": TARGET_SYNC_RATIO,
+        "sync_met": sync_ratio <= TARGET_SYNC_RATIO,
+        "rss_to_json_max": TARGET_RSS_RATIO,
+        "rss_met": rss_ratio <= TARGET_RSS_RATIO,
+    }
+    if "baseline_informer" in figures:
+        base = figures["baseline_informer"]
+        cpu_ratio = streaming["cpu_us_per_object"] / base["cpu_us_per_object"]
+        rss_base = streaming["rss_per_object_bytes"] / base["rss_per_object_bytes"]
+        ratios["informer_watch_list_to_baseline"] = round(streaming["seconds"] / base["seconds"], 3)
+        ratios["informer_watch_list_cpu_per_object_to_baseline"] = round(cpu_ratio, 3)
+        ratios["informer_watch_list_rss_per_object_to_baseline"] = round(rss_base, 3)
+        targets["cpu_per_object_to_baseline_max"] = TARGET_CPU_TO_BASELINE
+        targets["cpu_met"] = cpu_ratio <= TARGET_CPU_TO_BASELINE
+        targets["rss_per_object_to_baseline_max"] = 1.0
+        targets["rss_not_worse"] = rss_base <= 1.0
     if "list_decode" in figures:
         ratios["informer_watch_list_to_list_decode"] = round(
             streaming["seconds"] / figures["list_decode"]["seconds"], 3
@@ -364,15 +431,11 @@ def main(argv: list[str] | None = None) -> int:
             "load_average_after": [round(x, 2) for x in os.getloadavg()],
         },
         "cluster": cluster,
+        **({"baseline_commit": _commit(args.baseline)} if args.baseline else {}),
         "repeats": args.repeats,
         **figures,
         "ratios": ratios,
-        "targets": {
-            "sync_to_watch_list_read_max": TARGET_SYNC_RATIO,
-            "sync_met": sync_ratio <= TARGET_SYNC_RATIO,
-            "rss_to_json_max": TARGET_RSS_RATIO,
-            "rss_met": rss_ratio <= TARGET_RSS_RATIO,
-        },
+        "targets": targets,
     }
     print(json.dumps(out, indent=2))
     return 0

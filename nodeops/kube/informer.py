@@ -256,6 +256,9 @@ class Informer:
         self.watch_list = watch_list
         # Watch-lists in a row that broke after some of their initial events.
         self._broken_watch_lists = 0
+        #: How the last sync went: "watch-list", or "list" (paged), where the server refused a
+        #: watch-list or it failed; "" before the first.
+        self.synced_by = ""
         self._items: dict[str, bytes] = {}
         self._indexers: dict[str, IndexFunc] = {}
         self._indices: dict[str, dict[str, set[str]]] = {}
@@ -702,6 +705,17 @@ class Informer:
                         "the API server refuses watch-list; syncing by paginated lists",
                         error=str(exc),
                     )
+                elif isinstance(exc, errors.ApiError):
+                    # The server answered the watch-list itself with an error: kube-apiserver
+                    # does so (500, in an ERROR event) when its etcd cannot report watch
+                    # progress (older than 3.4.31 / 3.5.13). It is tried again at the next
+                    # sync, as client-go does, since the same code also means a passing fault.
+                    self._log.warning(
+                        "the API server answered a watch-list with an error; syncing by a "
+                        "paginated list this time",
+                        error=str(exc),
+                        error_type=type(exc).__name__,
+                    )
                 else:
                     self._log.info(
                         "watch-list failed; syncing by a paginated list this time",
@@ -709,6 +723,7 @@ class Informer:
                         error_type=type(exc).__name__,
                     )
         await self._list()
+        self.synced_by = "list"
         self._broken_watch_lists = 0
         self._mark_synced()
         return None
@@ -850,6 +865,7 @@ class Informer:
                 )
             self._finish_sync(sync.seen, meta.get("resourceVersion") or "")
             sync.done = True
+            self.synced_by = "watch-list"
             self._recovered()
             self._mark_synced()
             return
@@ -896,7 +912,7 @@ class Informer:
     def _mark_synced(self) -> None:
         if not self._synced.is_set():
             self._synced.set()
-            self._log.debug("informer synced", objects=len(self._items))
+            self._log.debug("informer synced", objects=len(self._items), by=self.synced_by)
 
     async def _list(self) -> None:
         """Paginated list, applied page by page; the next page is fetched while this one is

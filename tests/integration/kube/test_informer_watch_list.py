@@ -34,6 +34,18 @@ EXPIRED = {
     "reason": "Expired",
     "code": 410,
 }
+# What kube-apiserver 1.36 streams for a watch-list when its etcd cannot report watch progress
+# (etcd 3.4.23, say): a 200 whose first event is this.
+NO_PROGRESS = {
+    "kind": "Status",
+    "apiVersion": "v1",
+    "metadata": {},
+    "status": "Failure",
+    "message": "a watch stream was requested by the client but the required storage feature "
+    "RequestWatchProgress is disabled",
+    "reason": "InternalError",
+    "code": 500,
+}
 REFUSED = {
     "kind": "Status",
     "apiVersion": "v1",
@@ -58,6 +70,8 @@ class Proxy:
         self.refuse_watch_list = False
         # A server that ignores sendInitialEvents: a watch-list gets a plain watch from now on.
         self.plain_watch = False
+        # A server whose storage cannot serve watch-lists: each one gets a 500 ERROR event.
+        self.no_watch_progress = False
         # The next `break_watch_lists` watch-lists end after `break_after` objects: cut off
         # ("cut"), or with a 410 ERROR event ("expire").
         self.break_watch_lists = 0
@@ -104,6 +118,13 @@ class Proxy:
         self.requests.append(kind)
         if kind == "watch-list" and self.refuse_watch_list:
             return web.json_response(REFUSED, status=422)
+        if kind == "watch-list" and self.no_watch_progress:
+            resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+            resp.enable_chunked_encoding()
+            await resp.prepare(request)
+            await resp.write(orjson.dumps({"type": "ERROR", "object": NO_PROGRESS}) + b"\n")
+            await resp.write_eof()
+            return resp
         if kind == "watch-list" and self.plain_watch:
             query["sendInitialEvents"] = "false"  # the simulator's way to a watch from now
         if kind not in ("watch", "watch-list"):
@@ -271,6 +292,7 @@ async def test_the_initial_state_is_streamed_and_the_same_watch_goes_on(
         assert seen.updates == ["cm03"] and seen.deletes == ["cm04"] and seen.adds[-1] == "late"
         assert proxy.kinds() == ["watch-list"]  # no list, and no second watch
         assert not via.watch_list_refused
+        assert inf.synced_by == "watch-list"
     finally:
         await inf.stop()
 
@@ -304,6 +326,26 @@ async def test_a_server_without_watch_list_is_listed_and_remembered(
             )
         finally:
             await other.stop()
+    finally:
+        await inf.stop()
+
+
+async def test_a_watch_list_the_server_answers_with_an_error_is_replaced_by_a_list(
+    client: Client, via: Client, proxy: Proxy
+) -> None:
+    """kube-apiserver on an etcd without watch progress answers each watch-list 200 with a 500
+    ERROR event: the informer syncs by a paged list, says how it synced, and (as client-go)
+    asks again at its next sync, since a 500 may also be a passing fault."""
+    await _make(client, 4)
+    proxy.no_watch_progress = True
+    inf = _informer(via)
+    inf.start()
+    try:
+        await asyncio.wait_for(inf.wait_synced(), 10)
+        assert len(inf) == 4 and inf.synced_by == "list"
+        await _requested(proxy, ["watch-list", "list", "watch"])
+        assert not via.watch_list_refused
+        assert inf.failures == 0
     finally:
         await inf.stop()
 
