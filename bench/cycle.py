@@ -318,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--manager-logs",
         type=Path,
+        metavar="DIR",
         default=None,
         help="write each roll's manager log to DIR/taint.log and DIR/no_taint.log",
     )

@@ -340,7 +340,9 @@ def measure(target: Target, repeats: int, kinds: tuple[str, ...] = KINDS) -> dic
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.informer", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--kubeconfig", help="measure this cluster instead of a simulated one")
     parser.add_argument("--context", help="kubeconfig context")
     parser.add_argument("--nodes", type=int, default=5000, help="simulated cluster only")
@@ -358,6 +360,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print JSON (the only output form)")
     args = parser.parse_args(argv)
     kinds = (*KINDS, "list_decode") if args.list_decode else KINDS
+    if args.baseline and not os.path.isfile(os.path.join(args.baseline, "nodeops", "__init__.py")):
+        parser.error(f"--baseline {args.baseline}: no nodeops package there (nodeops/__init__.py)")
     if args.baseline:
         kinds = (*kinds, "baseline_informer")
     load_before = os.getloadavg()

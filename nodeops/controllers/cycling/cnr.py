@@ -53,6 +53,7 @@ from nodeops.controllers.cycling.keys import (
 from nodeops.controllers.cycling.loadbalancers import targets_left_unserved
 from nodeops.controllers.cycling.metrics import FAILURES
 from nodeops.controllers.cycling.nodes import (
+    NodeEdit,
     add_scale_down_disabled,
     both,
     clear_cycle_marks,
@@ -81,6 +82,7 @@ from nodeops.kube.client import Client
 from nodeops.kube.events import EventRecorder
 from nodeops.kube.resources import NODES
 from nodeops.providers.base import Lifecycle, NodeGroups, ProviderError
+from nodeops.providers.base import NodeGroup as CloudGroup
 
 __all__ = ["CycleNodeRequestReconciler", "child_name", "cnr_node"]
 
@@ -144,12 +146,6 @@ R = TypeVar("R")
 _PARALLEL = 32
 """Writes about different nodes a phase makes at once: a batch of 20 nodes takes one round
 trip's time instead of twenty."""
-
-
-async def _apply(job: tuple[Callable[[T], Awaitable[R]], T]) -> R:
-    """One (function, item) pair of a mixed batch for `each`."""
-    fn, item = job
-    return await fn(item)
 
 
 async def each(items: Iterable[T], fn: Callable[[T], Awaitable[R]]) -> list[R]:
@@ -977,17 +973,25 @@ class CycleNodeRequestReconciler:
         remaining = self.settings.scale_up_limit - elapsed
         return max(1.0, min(self.settings.check_interval * 3, remaining + 1))
 
+    @staticmethod
+    def _batch_groups(
+        spec: CycleNodeRequestSpec, inventory: Inventory, current: Sequence[Obj]
+    ) -> list[tuple[str, CloudGroup]]:
+        """The described cloud groups that the batch's nodes come from, in the spec's order."""
+        names = {e["nodeGroupName"] for e in current}
+        return [
+            (name, group)
+            for name in spec.node_groups
+            if name in names and (group := inventory.groups.get(name)) is not None
+        ]
+
     def _cloud_behind_nodes(
         self, spec: CycleNodeRequestSpec, inventory: Inventory, current: Sequence[Obj]
     ) -> bool:
         """Whether an instance of the batch's groups that the cloud has not put in service yet
         already has a Ready Node (a kubelet registers as soon as the machine is up; the cloud
         may mark the instance in service only after its own checks or lifecycle hooks)."""
-        batch_groups = {e["nodeGroupName"] for e in current}
-        for name in spec.node_groups:
-            group = inventory.groups.get(name)
-            if group is None or name not in batch_groups:
-                continue
+        for _, group in self._batch_groups(spec, inventory, current):
             for inst in group.instances:
                 if inst.lifecycle_state is not Lifecycle.PENDING:
                     continue
@@ -1001,17 +1005,13 @@ class CycleNodeRequestReconciler:
     ) -> str:
         """What the replacements still wait for ("" when they are in service and Ready)."""
         problems: list[str] = []
-        batch_groups = {e["nodeGroupName"] for e in current}
         for entry in current:
             member = inventory.member_by_instance(instance_id(entry.get("providerId") or ""))
             if member is not None:
                 problems.append(
                     f"instance of {entry['name']} still in {member.group} ({member.instance.raw_state or member.instance.lifecycle_state})"
                 )
-        for name in spec.node_groups:
-            group = inventory.groups.get(name)
-            if group is None or name not in batch_groups:
-                continue
+        for name, group in self._batch_groups(spec, inventory, current):
             members = [
                 i
                 for i in group.instances
@@ -1052,12 +1052,6 @@ class CycleNodeRequestReconciler:
         previous batch's: between batches the removal would be one more round of writes
         before the next batch could start, here it overlaps the scale-up."""
         annotated = set(view.status.get("annotatedNodes") or ())
-        stale = [
-            node
-            for node in self.nodes.objects()
-            if o.annotations_of(node).get(ANNOTATION_MANAGED) == view.name
-            and not self._created_this_batch(view, node)
-        ]
         batch_groups = {e["nodeGroupName"] for e in view.nodes("currentNodes")}
         batch_groups -= self._annotation_opted_out(spec)
         fresh = [
@@ -1065,18 +1059,28 @@ class CycleNodeRequestReconciler:
             for node, _ in self._new_nodes(view, inventory, batch_groups)
             if o.name(node) not in annotated and self._created_this_batch(view, node)
         ]
-        added = []
+        edits = [(node, add_scale_down_disabled(view.name)) for node in fresh]
+        edits += [
+            (node, remove_scale_down_disabled(view.name))
+            for node in self._annotated_by(view)
+            if not self._created_this_batch(view, node)
+        ]
+        await each(edits, self._edit_node)
+        if fresh:
+            added = {o.name(node) for node in fresh}
+            await self.status.commit(view, {"annotatedNodes": sorted(annotated | added)})
 
-        async def annotate(node: Obj) -> None:
-            await edit_node(self.client, node, add_scale_down_disabled(view.name))
-            added.append(o.name(node))
+    def _annotated_by(self, view: View) -> list[Obj]:
+        """Nodes carrying the autoscaler annotation this request put on them."""
+        return [
+            node
+            for node in self.nodes.objects()
+            if o.annotations_of(node).get(ANNOTATION_MANAGED) == view.name
+        ]
 
-        async def remove(node: Obj) -> None:
-            await edit_node(self.client, node, remove_scale_down_disabled(view.name))
-
-        await each([*((annotate, n) for n in fresh), *((remove, n) for n in stale)], _apply)
-        if added:
-            await self.status.commit(view, {"annotatedNodes": sorted(annotated | set(added))})
+    async def _edit_node(self, job: tuple[Obj, NodeEdit]) -> None:
+        node, edit = job
+        await edit_node(self.client, node, edit)
 
     def _created_this_batch(self, view: View, node: Mapping[str, Any]) -> bool:
         """A node registered after this batch was detached (a second of slack for clocks
@@ -1100,16 +1104,8 @@ class CycleNodeRequestReconciler:
         return out
 
     async def _remove_annotations(self, view: View) -> None:
-        ours = [
-            node
-            for node in self.nodes.objects()
-            if o.annotations_of(node).get(ANNOTATION_MANAGED) == view.name
-        ]
-
-        async def remove(node: Obj) -> None:
-            await edit_node(self.client, node, remove_scale_down_disabled(view.name))
-
-        await each(ours, remove)
+        remove = remove_scale_down_disabled(view.name)
+        await each([(node, remove) for node in self._annotated_by(view)], self._edit_node)
         if view.status.get("annotatedNodes"):
             await self.status.commit(view, {"annotatedNodes": None})
 

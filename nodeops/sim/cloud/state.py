@@ -458,7 +458,6 @@ class CloudState:
             delay = group.spec.in_service_seconds if group is not None else 0.0
             if delay > 0:
                 instance.due = self.now() + delay  # `advance` puts it in service then
-                self._changed()
             else:
                 self._enter_service(instance)
         elif instance.lifecycle == TERMINATED and instance.due is None:
