@@ -60,6 +60,9 @@ def _sim_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="a Kubernikus-style node pool behind a simulated Keystone + Nova; its first "
         "servers run VERSION, new ones --kube-version (repeatable)",
     )
+    from nodeops.sim.attach.command import add_arguments as add_attach_arguments
+
+    add_attach_arguments(sim_sub)
 
 
 class _JoinCommaLists(argparse.Action):
@@ -178,6 +181,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from nodeops.sim.serve import serve_from_args
 
         return serve_from_args(args)
+    if args.command == "sim" and args.sim_command in ("attach", "detach"):
+        from nodeops.sim.attach import command as attach_command
+
+        if args.sim_command == "attach":
+            return attach_command.attach_from_args(args)
+        return attach_command.detach_from_args(args)
     parser.error("unknown command")
     return 2
 

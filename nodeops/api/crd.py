@@ -8,11 +8,18 @@ pydantic emits JSON Schema 2020-12; a structural schema differs in ways the conv
 no `$ref` (definitions are inlined), no `anyOf` with `null` (it becomes `nullable`), no
 `additionalProperties: false` (pruning already drops unknown fields), boolean `exclusiveMinimum`,
 and no `title`s, which kubectl explain would show as noise.
+
+kube-apiserver also checks what a schema says against what it can hold: a boundary it cannot
+represent in the field's integer format (it reads boundaries as float64, so 2**63 - 1 becomes
+2**63) refuses the whole CRD, and so does a default that its own node refuses. The bounds a
+model writes only to say "fits a Go int64" are therefore dropped, and `check_crd` refuses, at
+generation, any other schema a real server would refuse.
 """
 
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -27,6 +34,7 @@ __all__ = [
     "KUSTOMIZATION_FILE",
     "UnsupportedSchema",
     "all_crds",
+    "check_crd",
     "crd_file_name",
     "crd_file_text",
     "crd_for",
@@ -99,6 +107,7 @@ def _convert(
     out = {**target, **_keywords(node, defs, seen)}
     if out.get("default", 0) is None:
         del out["default"]
+    _drop_type_range_bounds(out)
     if "type" not in out and not out.get("x-kubernetes-int-or-string"):
         # Any value: kept as it comes, since the schema cannot say more about it.
         out["x-kubernetes-preserve-unknown-fields"] = True
@@ -159,6 +168,59 @@ def _keywords(
     return out
 
 
+_INT64_MIN: Final = -(2**63)
+_INT64_MAX: Final = 2**63 - 1
+# What kube-apiserver converts a boundary to, per integer format (no format: int64).
+_INTEGER_RANGES: Final = {
+    "int32": (-(2**31), 2**31 - 1),
+    "uint32": (0, 2**32 - 1),
+    "uint64": (0, 2**64 - 1),
+    "int64": (_INT64_MIN, _INT64_MAX),
+}
+
+
+def _drop_type_range_bounds(node: dict[str, Any]) -> None:
+    """A model bounds an int64 by its own range to keep Python's unbounded ints out; the CRD
+    need not say it (the type says it) and cannot (kube-apiserver reads 2**63 - 1 as 2**63)."""
+    if node.get("type") != "integer" or node.get("format", "int64") != "int64":
+        return
+    if node.get("minimum") == _INT64_MIN and not node.get("exclusiveMinimum"):
+        del node["minimum"]
+    if node.get("maximum") == _INT64_MAX and not node.get("exclusiveMaximum"):
+        del node["maximum"]
+
+
+def _go_float_text(value: float) -> str:
+    """Go's strconv.FormatFloat(v, 'f', -1, 64): the shortest digits that read back as the same
+    float64, written without an exponent (2**63 - 1 reads back as 9223372036854775808, and is
+    written 9223372036854775808 with its last digits as zeros, 9223372036854776000)."""
+    digits = repr(float(value))
+    if "e" not in digits and "E" not in digits:
+        return digits.removesuffix(".0")
+    mantissa, exponent = digits.lower().split("e")
+    sign = "-" if mantissa.startswith("-") else ""
+    whole, _, fraction = mantissa.lstrip("-").partition(".")
+    shift = int(exponent)
+    all_digits = whole + fraction
+    point = len(whole) + shift
+    if point <= 0:
+        return f"{sign}0.{'0' * -point}{all_digits}".rstrip("0").rstrip(".")
+    if point >= len(all_digits):
+        return sign + all_digits + "0" * (point - len(all_digits))
+    return f"{sign}{all_digits[:point]}.{all_digits[point:]}"
+
+
+def _bound_fits(value: float, node: Mapping[str, Any]) -> bool:
+    """Whether kube-apiserver can hold this boundary in the node's type and format."""
+    if node.get("type") != "integer":
+        return True
+    low, high = _INTEGER_RANGES.get(str(node.get("format", "int64")), _INTEGER_RANGES["int64"])
+    text = _go_float_text(value)
+    if not re.fullmatch(r"-?[0-9]+", text):
+        return False
+    return low <= int(text) <= high
+
+
 def _reflow(text: str) -> str:
     """Docstring line breaks removed, paragraphs kept: kubectl explain wraps text itself."""
     paragraphs = [" ".join(p.split()) for p in text.strip().split("\n\n")]
@@ -181,6 +243,98 @@ def _resource_schema(kind: type[Resource]) -> dict[str, Any]:
         schema.pop("required", None)
     schema.pop("nullable", None)
     return schema
+
+
+_JSON_TYPES: Final[dict[str, tuple[type, ...]]] = {
+    "object": (dict,),
+    "array": (list,),
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+}
+
+
+def check_crd(crd: Mapping[str, Any]) -> None:
+    """Refuse, with the schema path, what kube-apiserver would refuse in a generated CRD: a
+    boundary its format cannot hold, and a default that its own schema node refuses or that
+    carries fields the node would prune. Raises `UnsupportedSchema`."""
+    for version in crd["spec"]["versions"]:
+        schema = (version.get("schema") or {}).get("openAPIV3Schema") or {}
+        path = f"spec.versions[{version['name']}].schema.openAPIV3Schema"
+        problems = list(_schema_problems(schema, path))
+        if problems:
+            raise UnsupportedSchema(f"{crd['metadata']['name']}: " + "; ".join(problems))
+
+
+def _schema_problems(node: Mapping[str, Any], path: str) -> Iterable[str]:
+    for key in ("minimum", "maximum"):
+        if key in node and not _bound_fits(node[key], node):
+            yield (
+                f"{path}.{key}: {node[key]} cannot be held by an integer of format "
+                f"{node.get('format', 'int64')} as kube-apiserver reads it"
+            )
+    if "default" in node:
+        yield from (f"{path}.default: {p}" for p in _value_problems(node["default"], node, ""))
+    for name, sub in (node.get("properties") or {}).items():
+        yield from _schema_problems(sub, f"{path}.properties[{name}]")
+    for key in ("items", "additionalProperties"):
+        sub = node.get(key)
+        if isinstance(sub, Mapping):
+            yield from _schema_problems(sub, f"{path}.{key}")
+
+
+def _value_problems(value: Any, node: Mapping[str, Any], at: str) -> Iterable[str]:
+    """Why `value` does not pass `node`, as far as a default can fail: type, enum, bounds,
+    lengths, pattern, required and unknown fields."""
+    where = at or "the value"
+    if value is None:
+        if not node.get("nullable"):
+            yield f"{where} is null"
+        return
+    typ = node.get("type")
+    if node.get("x-kubernetes-int-or-string"):
+        if not isinstance(value, (int, str)) or isinstance(value, bool):
+            yield f"{where} is neither an integer nor a string"
+        return
+    expected = _JSON_TYPES.get(str(typ))
+    if expected is not None and (
+        not isinstance(value, expected) or (typ != "boolean" and isinstance(value, bool))
+    ):
+        yield f"{where} is not of type {typ}"
+        return
+    if "enum" in node and value not in node["enum"]:
+        yield f"{where} is not one of {node['enum']}"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if "minimum" in node and value < node["minimum"]:
+            yield f"{where} is below the minimum {node['minimum']}"
+        if "maximum" in node and value > node["maximum"]:
+            yield f"{where} is above the maximum {node['maximum']}"
+    if isinstance(value, str):
+        if len(value) < node.get("minLength", 0) or len(value) > node.get("maxLength", len(value)):
+            yield f"{where} has a length outside its bounds"
+        if "pattern" in node and not re.search(node["pattern"], value):
+            yield f"{where} does not match {node['pattern']}"
+    if isinstance(value, list):
+        if len(value) < node.get("minItems", 0) or len(value) > node.get("maxItems", len(value)):
+            yield f"{where} has a number of items outside its bounds"
+        items = node.get("items")
+        if isinstance(items, Mapping):
+            for i, item in enumerate(value):
+                yield from _value_problems(item, items, f"{at}[{i}]")
+    if isinstance(value, dict):
+        props = node.get("properties") or {}
+        extra = node.get("additionalProperties")
+        for name in node.get("required") or ():
+            if name not in value:
+                yield f"{at}.{name} is required" if at else f"{name} is required"
+        for name, item in value.items():
+            sub = props.get(name, extra if isinstance(extra, Mapping) else None)
+            if sub is not None:
+                yield from _value_problems(item, sub, f"{at}.{name}" if at else name)
+            elif not node.get("x-kubernetes-preserve-unknown-fields") and extra is not True:
+                field = f"{at}.{name}" if at else name
+                yield f"{field} is not a field the schema declares (it would be pruned)"
 
 
 def crd_for(kind: type[Resource]) -> dict[str, Any]:
@@ -206,7 +360,7 @@ def crd_for(kind: type[Resource]) -> dict[str, Any]:
         version["additionalPrinterColumns"] = [c.to_dict() for c in info.printer_columns]
     if info.has_status:
         version["subresources"] = {"status": {}}
-    return {
+    crd = {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {"name": f"{info.plural}.{GROUP}"},
@@ -217,6 +371,8 @@ def crd_for(kind: type[Resource]) -> dict[str, Any]:
             "versions": [version],
         },
     }
+    check_crd(crd)
+    return crd
 
 
 def crds_for(kinds: Iterable[type[Resource]]) -> list[dict[str, Any]]:

@@ -65,6 +65,19 @@ def add_arguments(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         action="store_true",
         help="print the summary as one JSON object on the last line of stdout",
     )
+    demo.add_argument(
+        "--kubeconfig",
+        help="roll on this cluster instead: the simulated nodes, cloud and load balancer "
+        "attach to it (`nodeops sim attach`) and are removed at the end",
+    )
+    demo.add_argument("--context", help="with --kubeconfig: its context")
+    demo.add_argument(
+        "--sim-controllers",
+        default="",
+        metavar="LIST",
+        help="with --kubeconfig: the simulator's control-plane loops to run there too, as "
+        "`nodeops sim attach --controllers` (default none; a bare API server needs all)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -87,6 +100,13 @@ def run(args: argparse.Namespace) -> int:
         summary = asyncio.run(_demo(args))
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        from nodeops.sim.attach import AttachError
+
+        if isinstance(exc, AttachError):
+            print(f"nodeops demo: {exc}", file=sys.stderr)
+            return 1
+        raise
     ok = _nothing_lost(summary)
     if args.json:
         print(json.dumps(summary, sort_keys=True))
@@ -104,6 +124,7 @@ async def _demo(args: argparse.Namespace) -> dict[str, Any]:
     from nodeops.kube.client import Client
     from nodeops.kube.logging import configure
     from nodeops.kube.resources import PODS
+    from nodeops.sim.attach import parse_controllers
 
     configure("warning", "console")
     scenario = demo_scenario(
@@ -116,6 +137,9 @@ async def _demo(args: argparse.Namespace) -> dict[str, Any]:
             faults=args.faults,
             seed=args.seed,
             traffic={"web": "shop/web"},
+            kubeconfig=args.kubeconfig,
+            context=args.context,
+            sim_controllers=parse_controllers(args.sim_controllers),
         )
     )
     wall_start = time.monotonic()
@@ -124,20 +148,15 @@ async def _demo(args: argparse.Namespace) -> dict[str, Any]:
     try:
         await world.start()
         # The view reads through its own client, so its reads are not counted as the operator's.
-        watcher = Client(
-            world.sim.server.url,
-            token=world.sim.server.admin_token,
-            qps=0,
-            user_agent=f"nodeops-demo/{__version__}",
-        )
+        watcher = world.api_client(qps=0, user_agent=f"nodeops-demo/{__version__}")
         assert world.client is not None
         pods, _ = await watcher.list(PODS)
         pods_at_start = sum(1 for p in pods if movable(p))
         groups = group_names(args.groups)[: len(scenario.node_groups)]
-        desired = {g: world.sim.cloud.state.groups[g].desired for g in groups}
+        desired = {g: world.cloud.state.groups[g].desired for g in groups}
         nodes_before = sum(desired.values())
         print(_introduction(scenario, groups, pods_at_start, args), file=sys.stderr, flush=True)
-        sim_start = world.sim.clock.now()
+        sim_start = world.clock.now()
         await world.create_request(_request(groups, args.concurrency, args.method))
         deadline = time.monotonic() + args.timeout
         request: Mapping[str, Any] | None = None
@@ -152,14 +171,14 @@ async def _demo(args: argparse.Namespace) -> dict[str, Any]:
                 pods_moved=world.record.evictions,
                 requests_sent=world.requests_sent,
                 requests_failed=world.requests_failed,
-                simulated_seconds=(world.sim.clock.now() - sim_start).total_seconds(),
+                simulated_seconds=(world.clock.now() - sim_start).total_seconds(),
             )
             view.show(state)
             if state.phase in ("Successful", "Failed"):
                 break
             await asyncio.sleep(0.25)
-        simulated = (world.sim.clock.now() - sim_start).total_seconds()
-        stats = world.sim.server.stats.snapshot()
+        simulated = (world.clock.now() - sim_start).total_seconds()
+        stats = world.stats.snapshot()
         status = (request or {}).get("status") or {}
         lost, orphaned = _capacity(world, desired)
         return {
@@ -242,7 +261,7 @@ def _request(groups: list[str], concurrency: int, method: str) -> dict[str, Any]
 
 def _capacity(world: Any, desired: Mapping[str, int]) -> tuple[int, int]:
     """(nodes of capacity missing at the end, instances running outside every group)."""
-    state = world.sim.cloud.state
+    state = world.cloud.state
     in_service = 0
     for name in desired:
         group = state.groups[name]

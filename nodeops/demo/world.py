@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -30,10 +31,14 @@ from nodeops.kube.client import Client
 from nodeops.kube.resources import CRDS, NAMESPACES, PODS
 from nodeops.providers.base import Provider
 from nodeops.providers.sim import SimConfig, SimProvider
+from nodeops.sim.attach import Attachment, AttachOptions
+from nodeops.sim.attach.feed import RecordFeed
+from nodeops.sim.cloud import SimCloud
 from nodeops.sim.cloud.traffic import Flow, FlowSpec
 from nodeops.sim.record import ClusterRecord
 from nodeops.sim.scenario import Scenario
 from nodeops.sim.serve import SimCluster, SimOptions
+from nodeops.sim.server.accounting import RequestStats
 
 __all__ = ["OPERATOR_NAMESPACE", "World", "WorldOptions", "api_requests"]
 
@@ -56,6 +61,11 @@ class WorldOptions:
     """Also run the observer, with these settings (durations in simulated seconds)."""
     notifier: Callable[[Client], Notifier] | None = None
     """Builds the request notifier from the manager's client."""
+    kubeconfig: str | None = None
+    """Attach the simulated nodes and cloud to this cluster instead of simulating one."""
+    context: str | None = None
+    sim_controllers: frozenset[str] = frozenset()
+    """With `kubeconfig`: the simulator's control-plane loops to run there too."""
 
 
 def api_requests(snapshot: Mapping[str, Any], agent: str = "nodeops") -> int:
@@ -69,17 +79,40 @@ def api_requests(snapshot: Mapping[str, Any], agent: str = "nodeops") -> int:
 
 
 class World:
+    sim: SimCluster
+    """The simulated cluster; unset when attached to another one (`attachment`)."""
+
     def __init__(self, options: WorldOptions) -> None:
         self.options = options
-        self.sim = SimCluster(
-            SimOptions(
-                scenario=options.scenario,
-                time_scale=options.time_scale,
-                faults=None,
-                seed=options.seed,
+        self.attachment: Attachment | None = None
+        self._feed: RecordFeed | None = None
+        if options.kubeconfig is not None:
+            self.attachment = Attachment(
+                AttachOptions(
+                    kubeconfig=options.kubeconfig,
+                    context=options.context,
+                    instance="demo",
+                    scenario=options.scenario,
+                    time_scale=options.time_scale,
+                    seed=options.seed,
+                    controllers=options.sim_controllers,
+                )
             )
-        )
-        self.record = ClusterRecord(self.sim.server, self.sim.clock)
+            self.clock = self.attachment.clock
+            self.cloud: SimCloud = self.attachment.cloud
+            self.record = ClusterRecord(None, self.clock)
+        else:
+            self.sim = SimCluster(
+                SimOptions(
+                    scenario=options.scenario,
+                    time_scale=options.time_scale,
+                    faults=None,
+                    seed=options.seed,
+                )
+            )
+            self.clock = self.sim.clock
+            self.cloud = self.sim.cloud
+            self.record = ClusterRecord(self.sim.server, self.sim.clock)
         self.flows: list[Flow] = []
         self.client: Client | None = None
         self.manager: Manager | None = None
@@ -91,15 +124,40 @@ class World:
 
     @property
     def time(self) -> TimeBase:
-        return TimeBase(now=self.sim.clock.now, scale=self.sim.clock.time_scale)
+        return TimeBase(now=self.clock.now, scale=self.clock.time_scale)
+
+    @property
+    def stats(self) -> RequestStats:
+        """Requests counted by the simulator: all of them, or only the cloud's when attached."""
+        return self.cloud.stats if self.attachment is not None else self.sim.server.stats
+
+    def api_client(self, **options: Any) -> Client:
+        """A client of the cluster's API server, as the admin of the simulated one or with the
+        kubeconfig's credentials of the attached one."""
+        if self.attachment is not None:
+            target = self.attachment.target
+            return Client(
+                target.server, token=target.token, ssl_context=target.ssl_context, **options
+            )
+        return Client(self.sim.server.url, token=self.sim.server.admin_token, **options)
+
+    def _labelled(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Objects the demo creates in an attached cluster are the attach's, for detach."""
+        if self.attachment is None:
+            return obj
+        obj = copy.deepcopy(obj)
+        meta = obj.setdefault("metadata", {})
+        meta["labels"] = {**(meta.get("labels") or {}), **self.attachment.labels}
+        return obj
 
     def provider(self, name: str | None = None) -> Provider:
         if name not in (None, "sim"):
             raise ValueError(f"unknown provider {name!r}; the simulated cluster has only 'sim'")
-        provider = SimProvider(
-            SimConfig(url=self.sim.server.url, token=self.sim.server.admin_token)
-        )
-        return cast(Provider, provider)
+        if self.attachment is not None:
+            config = SimConfig(**self.attachment.provider_settings()["sim"])
+        else:
+            config = SimConfig(url=self.sim.server.url, token=self.sim.server.admin_token)
+        return cast(Provider, SimProvider(config))
 
     def settings(self) -> CyclingSettings:
         """Settings for a cluster this fast: checks and polls every few simulated seconds."""
@@ -114,30 +172,40 @@ class World:
         return CyclingSettings(**base)
 
     async def start(self, *, wait_ready: float = 120.0) -> None:
-        await self.sim.start()
-        self.client = Client(
-            self.sim.server.url, token=self.sim.server.admin_token, qps=0, timeout=30
-        )
+        if self.attachment is not None:
+            await self.attachment.start()
+            self._feed = RecordFeed(self.record, self.attachment.new_client)
+            await self._feed.start()
+        else:
+            await self.sim.start()
+        self.client = self.api_client(qps=0, timeout=30)
         for crd in all_crds():
             with contextlib.suppress(errors.AlreadyExists, errors.Conflict):
-                await self.client.create(CRDS, crd)
+                await self.client.create(CRDS, self._labelled(crd))
         with contextlib.suppress(errors.AlreadyExists, errors.Conflict):
             await self.client.create(
                 NAMESPACES,
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OPERATOR_NAMESPACE}},
+                self._labelled(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Namespace",
+                        "metadata": {"name": OPERATOR_NAMESPACE},
+                    }
+                ),
             )
         await self.wait_workloads(wait_ready)
         # Faults start once the scene is set: they are for the operator, not for the setup.
         if self.options.faults:
-            self.sim.server.faults.update(self.options.faults, seed=self.options.seed)
-        self.sim.server.stats.reset()
+            faults = self.cloud.faults if self.attachment is not None else self.sim.server.faults
+            faults.update(self.options.faults, seed=self.options.seed)
+        self.stats.reset()
         self.record.start()
         # Clients behind the load balancers: the simulated cloud's traffic, whose records say
         # which requests failed and why.
         for lb, service in self.options.traffic.items():
             namespace, _, name = service.rpartition("/")
             self.flows.append(
-                self.sim.cloud.traffic.start_flow(
+                self.cloud.traffic.start_flow(
                     FlowSpec(
                         load_balancer=lb, namespace=namespace or "default", service=name, rate=100.0
                     )
@@ -219,8 +287,12 @@ class World:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         ready = 0
+        # Attached, only the scenario's pods count, not the cluster's own.
+        selector = None
+        if self.attachment is not None:
+            selector = ",".join(f"{k}={v}" for k, v in self.attachment.labels.items())
         while loop.time() < deadline:
-            pods, _ = await self.client.list(PODS)
+            pods, _ = await self.client.list(PODS, label_selector=selector)
             ready = sum(1 for p in pods if _pod_ready(p))
             if ready >= want:
                 return
@@ -229,7 +301,9 @@ class World:
 
     async def create_request(self, body: Mapping[str, Any]) -> dict[str, Any]:
         assert self.client is not None
-        return await self.client.create(CYCLENODEREQUESTS, dict(body), OPERATOR_NAMESPACE)
+        return await self.client.create(
+            CYCLENODEREQUESTS, self._labelled(dict(body)), OPERATOR_NAMESPACE
+        )
 
     async def request(self, name: str) -> dict[str, Any] | None:
         assert self.client is not None
@@ -258,7 +332,12 @@ class World:
             await self.notifier.close()
         if self.client is not None:
             await self.client.close()
-        await self.sim.stop()
+        if self._feed is not None:
+            await self._feed.stop()
+        if self.attachment is not None:
+            await self.attachment.stop()
+        else:
+            await self.sim.stop()
 
 
 def _pod_ready(pod: Mapping[str, Any]) -> bool:

@@ -86,7 +86,10 @@ def _evicted(pod: Mapping[str, Any]) -> bool:
 
 
 class ClusterRecord:
-    def __init__(self, server: SimServer, clock: Clock) -> None:
+    """Fed by the store's write hooks of `server`, or, with no server (a simulator attached to
+    another API server), by `observe` from watches of that server."""
+
+    def __init__(self, server: SimServer | None, clock: Clock) -> None:
         self.server = server
         self.clock = clock
         self.recording = False
@@ -97,12 +100,14 @@ class ClusterRecord:
         self._pods: dict[Key, _Pod] = {}
         self._budgets: dict[Key, _Selection] = {}
         self._evicted: set[Key] = set()
-        self._seed()
-        server.store.write_hooks.append(self._on_write)
+        if server is not None:
+            self._seed()
+            server.store.write_hooks.append(self._on_write)
 
     # -- setting up ----------------------------------------------------------------------------
 
     def _seed(self) -> None:
+        assert self.server is not None
         store = self.server.store
         for entry in store.bucket(_PDBS).entries():
             self._budget(entry.decode())
@@ -132,17 +137,22 @@ class ClusterRecord:
     # -- the write hook ------------------------------------------------------------------------
 
     def _on_write(self, key: Key, ev: WatchEvent) -> None:
+        if key in (_PODS, _PDBS, _DEPLOYMENTS):
+            self.observe(key, ev.type, orjson.loads(ev.entry.raw))
+
+    def observe(self, key: Key, event: str, obj: Mapping[str, Any]) -> None:
+        """One stored change of a pod, PodDisruptionBudget or Deployment (`key` is its
+        (group, plural)); `event` is the watch event type."""
         if key == _PODS:
-            self._pod(orjson.loads(ev.entry.raw), deleted=ev.type == "DELETED")
+            self._pod(obj, deleted=event == "DELETED")
         elif key == _PDBS:
-            obj = orjson.loads(ev.entry.raw)
-            if ev.type == "DELETED":
+            if event == "DELETED":
                 meta = obj["metadata"]
                 self._budgets.pop((meta.get("namespace", ""), meta["name"]), None)
             else:
                 self._budget(obj)
-        elif key == _DEPLOYMENTS and self.recording and ev.type != "DELETED":
-            self._deployment(orjson.loads(ev.entry.raw))
+        elif key == _DEPLOYMENTS and self.recording and event != "DELETED":
+            self._deployment(obj)
 
     def _budget(self, obj: Mapping[str, Any]) -> None:
         meta = obj.get("metadata") or {}

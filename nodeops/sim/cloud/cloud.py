@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from aiohttp import web
@@ -135,13 +135,21 @@ class SimCloud:
     # -- running -------------------------------------------------------------------------------
 
     async def start(
-        self, api_url: str, api_token: str | None = None, ca_pem: bytes | None = None
+        self,
+        api_url: str,
+        api_token: str | None = None,
+        ca_pem: bytes | None = None,
+        *,
+        client: ApiClient | None = None,
+        owns: Callable[[Obj], bool] | None = None,
     ) -> None:
-        """Start booting, terminating and keeping capacity against the API server at `api_url`."""
+        """Start booting, terminating and keeping capacity against the API server at `api_url`.
+
+        `client` (closed on stop) and `owns` are for a cloud attached to another cluster."""
         if self._task is not None:
             raise RuntimeError("already started")
-        self._client = ApiClient(api_url, api_token, component="cloud", ca_pem=ca_pem)
-        self.loop = CloudLoop(self.state, self.clock, self._client)
+        self._client = client or ApiClient(api_url, api_token, component="cloud", ca_pem=ca_pem)
+        self.loop = CloudLoop(self.state, self.clock, self._client, owns=owns)
         self._task = asyncio.create_task(self.loop.run(), name="sim-cloud")
         await self.traffic.start(self._client)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from collections.abc import Callable
 from typing import Any
 
 from nodeops.sim.clock import Clock
@@ -35,10 +36,20 @@ __all__ = ["CloudLoop"]
 class CloudLoop(Clockwork):
     """Runs the state's deadlines and mirrors instances into Node objects."""
 
-    def __init__(self, state: CloudState, clock: Clock, client: ApiClient) -> None:
+    def __init__(
+        self,
+        state: CloudState,
+        clock: Clock,
+        client: ApiClient,
+        *,
+        owns: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> None:
         super().__init__(state, clock)
         self.state = state
         self.client = client
+        # In a cluster shared with other node sources, a provider ID alone does not make a
+        # node the cloud's: `owns` (its attach label) must say so too.
+        self.owns = owns or (lambda node: True)
 
     async def step(self) -> None:
         """One pass: advance the state, then make the cluster match it."""
@@ -59,7 +70,7 @@ class CloudLoop(Clockwork):
             await self.client.create(NODES, for_create(node))
         except AlreadyExists:
             existing = await self.client.get(NODES, instance.node_name)
-            if _provider_id(existing) != instance.provider_id:
+            if _provider_id(existing) != instance.provider_id or not self.owns(existing):
                 # Another node has the name this instance's address gives it.
                 self.state.readdress(instance.id)
                 raise
@@ -71,7 +82,7 @@ class CloudLoop(Clockwork):
             node = await self.client.get(NODES, instance.node_name)
         except NotFound:
             return None
-        return node if _provider_id(node) == instance.provider_id else None
+        return node if _provider_id(node) == instance.provider_id and self.owns(node) else None
 
     async def _signal(self, instance: SimInstance, kubelet: str) -> None:
         node = await self._own_node(instance)

@@ -29,6 +29,7 @@ from nodeops.sim.cluster.apiclient import (
     REPLICASETS,
     STATEFULSETS,
     ApiClient,
+    Obj,
 )
 from nodeops.sim.cluster.disruption import DisruptionController
 from nodeops.sim.cluster.gc import GarbageCollector
@@ -55,6 +56,8 @@ class ClusterLoops:
     `COMPONENTS`, e.g. to leave scheduling to the test. `freeze_caches` moves what exists once
     the caches are filled out of the cyclic garbage collector's reach (`gc.freeze`), which is
     what keeps a 150,000-pod cache from causing multi-second collection pauses.
+    `client_factory` (component -> client) and `owns_node` are for loops attached to another
+    cluster: its credentials and labels, and the only nodes whose kubelet is simulated.
     """
 
     def __init__(
@@ -71,6 +74,8 @@ class ClusterLoops:
         components: Iterable[str] = COMPONENTS,
         freeze_caches: bool = True,
         ca_pem: bytes | None = None,
+        client_factory: Callable[[str], ApiClient] | None = None,
+        owns_node: Callable[[Obj], bool] | None = None,
     ) -> None:
         self.server_url = server_url
         self.token = token
@@ -83,6 +88,8 @@ class ClusterLoops:
         self.node_status_report_seconds = node_status_report_seconds
         self.components = frozenset(components)
         self.freeze_caches = freeze_caches
+        self.client_factory = client_factory
+        self.owns_node = owns_node
         unknown = self.components - set(COMPONENTS)
         if unknown:
             raise ValueError(f"unknown components: {sorted(unknown)}")
@@ -99,7 +106,10 @@ class ClusterLoops:
         self._froze = False
 
     def _client(self, component: str) -> ApiClient:
-        client = ApiClient(self.server_url, self.token, component=component, ca_pem=self.ca_pem)
+        if self.client_factory is not None:
+            client = self.client_factory(component)
+        else:
+            client = ApiClient(self.server_url, self.token, component=component, ca_pem=self.ca_pem)
         self._clients.append(client)
         return client
 
@@ -122,6 +132,7 @@ class ClusterLoops:
                 heartbeat_seconds=self.heartbeat_seconds,
                 lease_duration_seconds=int(self.node_grace_seconds),
                 status_report_seconds=self.node_status_report_seconds,
+                owns=self.owns_node,
             )
             runs.append(("kubelet", self.kubelet.run))
         if "scheduler" in self.components:

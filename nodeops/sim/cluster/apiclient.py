@@ -288,11 +288,18 @@ class ApiClient:
         request_timeout: float = 30.0,
         throttle_retries: int = 8,
         ca_pem: bytes | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
-        # A server with a self-signed CA is trusted through that CA only, as kubeconfigs do.
+        # A server with a self-signed CA is trusted through that CA only, as kubeconfigs do;
+        # `ssl_context` carries what a kubeconfig of another cluster says (its CA, a client
+        # certificate) when the loops are attached there.
         self._ssl: ssl.SSLContext | bool = (
-            ssl.create_default_context(cadata=ca_pem.decode()) if ca_pem else True
+            ssl_context
+            if ssl_context is not None
+            else ssl.create_default_context(cadata=ca_pem.decode())
+            if ca_pem
+            else True
         )
         self.component = component
         self._token = token

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Callable
 from typing import Any
 
 from nodeops.sim.clock import Clock
@@ -141,8 +142,12 @@ class Kubelet(Controller[Key]):
         lease_duration_seconds: int = 40,
         status_report_seconds: float = 300.0,
         workers: int = 16,
+        owns: Callable[[Obj], bool] | None = None,
     ) -> None:
         super().__init__(clock, workers=workers)
+        # Attached to a cluster with nodes of its own, only the simulator's nodes have a
+        # simulated kubelet; the others' kubelets are real and must not be impersonated.
+        self.owns = owns
         self.client = client
         self.pods = pods
         self.nodes = nodes
@@ -187,6 +192,8 @@ class Kubelet(Controller[Key]):
         name = key_of(new)[1]
         agent = self._agents.get(name)
         if agent is None:
+            if self.owns is not None and not self.owns(new):
+                return
             agent = self._agents[name] = _NodeAgent(name, new, self._next_index)
             self._next_index += 1
             if self._running:

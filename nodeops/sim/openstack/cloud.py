@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -91,12 +92,19 @@ class SimOpenStack:
         return openstack_routes(self.state, self.credentials, faults=self.faults, stats=self.stats)
 
     async def start(
-        self, api_url: str, api_token: str | None = None, ca_pem: bytes | None = None
+        self,
+        api_url: str,
+        api_token: str | None = None,
+        ca_pem: bytes | None = None,
+        *,
+        client: ApiClient | None = None,
+        owns: Callable[[Obj], bool] | None = None,
     ) -> None:
+        """`client` (closed on stop) and `owns` are for a cloud attached to another cluster."""
         if self._task is not None:
             raise RuntimeError("already started")
-        self._client = ApiClient(api_url, api_token, component="openstack", ca_pem=ca_pem)
-        self.loop = NovaLoop(self.state, self.clock, self._client, self.rng)
+        self._client = client or ApiClient(api_url, api_token, component="openstack", ca_pem=ca_pem)
+        self.loop = NovaLoop(self.state, self.clock, self._client, self.rng, owns=owns)
         self._task = asyncio.create_task(self.loop.run(), name="sim-openstack")
 
     async def stop(self) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+from collections.abc import Callable
 from typing import Any
 
 from nodeops.sim.clock import Clock
@@ -34,12 +35,21 @@ class NovaLoop(Clockwork):
     name = "simulated openstack"
 
     def __init__(
-        self, state: NovaState, clock: Clock, client: ApiClient, rng: random.Random
+        self,
+        state: NovaState,
+        clock: Clock,
+        client: ApiClient,
+        rng: random.Random,
+        *,
+        owns: Callable[[dict[str, Any]], bool] | None = None,
     ) -> None:
         super().__init__(state, clock)
         self.state = state
         self.client = client
         self.rng = rng
+        # In a cluster shared with other node sources, a provider ID alone does not make a
+        # node this cloud's: `owns` (its attach label) must say so too.
+        self.owns = owns or (lambda node: True)
 
     async def step(self) -> None:
         self.state.advance()
@@ -59,7 +69,9 @@ class NovaLoop(Clockwork):
             await self.client.create(NODES, for_create(node))
         except AlreadyExists:
             existing = await self.client.get(NODES, server.name)
-            if (existing.get("spec") or {}).get("providerID") != server.provider_id:
+            if (existing.get("spec") or {}).get(
+                "providerID"
+            ) != server.provider_id or not self.owns(existing):
                 raise
         self.state.booted(server.id)
 
@@ -68,7 +80,7 @@ class NovaLoop(Clockwork):
             node = await self.client.get(NODES, server.name)
         except NotFound:
             return None
-        if (node.get("spec") or {}).get("providerID") != server.provider_id:
+        if (node.get("spec") or {}).get("providerID") != server.provider_id or not self.owns(node):
             return None
         return node
 

@@ -39,6 +39,7 @@ from nodeops.sim.server.auth import (
     forbidden_error,
 )
 from nodeops.sim.server.faults import FaultInjector
+from nodeops.sim.server.fieldvalidation import FieldValidation
 from nodeops.sim.server.patch import (
     apply_json_patch,
     apply_merge_patch,
@@ -47,7 +48,15 @@ from nodeops.sim.server.patch import (
 from nodeops.sim.server.registry import Registry
 from nodeops.sim.server.resources import ResourceType
 from nodeops.sim.server.store import Filter, Watcher
-from nodeops.sim.server.tables import to_table
+from nodeops.sim.server.tables import TABLE_API_VERSION, to_table
+from nodeops.sim.server.transform import (
+    TABLE,
+    EncodeFailed,
+    EventWriter,
+    WatchTransformer,
+    negotiate,
+    table_include_object,
+)
 
 _JSON = "application/json"
 _UNDECODABLE_MEDIA_TYPES = frozenset({"application/cbor", "application/cbor-seq"})
@@ -315,17 +324,23 @@ class ApiHttp:
         if req.verb == "watch":
             return await self._watch(request, rt, ns)
         if req.verb == "create":
+            fields = FieldValidation(q, "CreateOptions")
             body = await self._body(request)
+            fields.check_body(rt, await request.read(), request.content_type, body)
             obj = reg.create(rt, ns, body, dry_run)
-            return self._json(obj, 201)
+            return fields.add_headers(self._json(obj, 201))
         if req.verb == "update":
+            fields = FieldValidation(q, "UpdateOptions")
             body = await self._body(request)
+            fields.check_body(rt, await request.read(), request.content_type, body)
             obj = reg.update(rt, ns, req.name, body, "", dry_run)
-            return self._json(obj)
+            return fields.add_headers(self._json(obj))
         if req.verb == "patch":
             ptype, body = await self._patch_body(request, rt.custom)
-            obj = reg.patch(rt, ns, req.name, ptype, body, "", dry_run)
-            return self._json(obj)
+            fields = FieldValidation(q, "PatchOptions")
+            check = fields.for_patch(rt, ptype, body, await request.read())
+            obj = reg.patch(rt, ns, req.name, ptype, body, "", dry_run, check)
+            return fields.add_headers(self._json(obj))
         if req.verb == "delete":
             options = await self._delete_options(request)
             result, _ = reg.delete(rt, ns, req.name, options, dry_run)
@@ -498,8 +513,8 @@ class ApiHttp:
 
     @staticmethod
     def _wants_table(request: web.Request) -> bool:
-        accept = request.headers.get("Accept", "")
-        return "as=Table" in accept
+        target = negotiate(request.headers.get("Accept", ""))
+        return target is not None and target.kind == TABLE
 
     def _table(
         self,
@@ -511,7 +526,8 @@ class ApiHttp:
         columns = None
         if rt.crd_version is not None:
             columns = list(rt.crd_version.get("additionalPrinterColumns") or [])
-        include = request.query.get("includeObject", "Metadata")
+        include = table_include_object(request.query) or "Metadata"
+        target = negotiate(request.headers.get("Accept", ""))
         return to_table(
             rt.kind,
             rt.group,
@@ -520,6 +536,7 @@ class ApiHttp:
             include_object=include,
             now=self.registry.clock.now(),
             list_metadata=list_metadata,
+            api_version=target.api_version if target is not None else TABLE_API_VERSION,
         )
 
     async def _list(self, request: web.Request, rt: ResourceType, ns: str) -> web.StreamResponse:
@@ -601,6 +618,9 @@ class ApiHttp:
         - `sendInitialEvents=false`: no initial events; from the given resourceVersion, or from
           now for "" and "0".
         - otherwise, from the given resourceVersion (410 Expired when it is too old).
+
+        An Accept header asking for a Table (or PartialObjectMetadata) has every event's object
+        converted on its way out, see `transform`.
         """
         q = request.query
         opts = listoptions.parse(q, watch=True)
@@ -626,6 +646,7 @@ class ApiHttp:
         if max_seconds is not None:
             timeout = min(timeout, max_seconds)
         hold = self.faults.watch_delay(resource) if self.faults.enabled else 0.0
+        transformer = self._watch_transformer(request, rt)
         store = self.registry.store
         if opts.watch_list and since is not None:
             await self._wait_for_rv(since)
@@ -667,6 +688,7 @@ class ApiHttp:
             watcher.close()
             bucket.watchers.discard(watcher)
             return resp
+        out = resp if transformer is None else transformer.wrap(resp)
         if failure is not None:
             await resp.write(failure)
             await resp.write_eof()
@@ -681,12 +703,12 @@ class ApiHttp:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._closing.wait(), hold)
             if initial:
-                sent = await _write_initial(resp, initial, encoder, max_events)
+                sent = await _write_initial(out, initial, encoder, max_events)
                 initial = []
             if max_events is not None and sent >= max_events:
                 watcher.close()
             elif initial_end is not None:
-                await resp.write(initial_end)
+                await out.write(initial_end)
             while not self.shutting_down and not watcher.closed:
                 now = time.monotonic()
                 if now >= deadline:
@@ -714,7 +736,7 @@ class ApiHttp:
                     if cut and max_events is not None:
                         lines = lines[: max(0, max_events - sent)]
                     sent += len(lines)
-                    await _write_pieces(resp, lines)
+                    await _write_pieces(out, lines)
                     if cut:
                         break
                     watcher.mark_sent(upto)
@@ -722,9 +744,9 @@ class ApiHttp:
                     break
                 if bookmarks and time.monotonic() >= next_bookmark:
                     if not watcher.pending:
-                        await resp.write(self._bookmark(rt, store.rv))
+                        await out.write(self._bookmark(rt, store.rv))
                     next_bookmark = time.monotonic() + self.bookmark_interval
-        except (ConnectionResetError, asyncio.CancelledError):
+        except (ConnectionResetError, asyncio.CancelledError, EncodeFailed):
             pass
         finally:
             watcher.close()
@@ -735,6 +757,24 @@ class ApiHttp:
         except ConnectionResetError:
             pass
         return resp
+
+    def _watch_transformer(self, request: web.Request, rt: ResourceType) -> WatchTransformer | None:
+        """What converts each event's object, when the Accept header asks for another shape."""
+        target = negotiate(request.headers.get("Accept", ""))
+        if target is None:
+            return None
+        include = table_include_object(request.query) if target.kind == TABLE else ""
+        columns = None
+        if rt.crd_version is not None:
+            columns = list(rt.crd_version.get("additionalPrinterColumns") or [])
+        return WatchTransformer(
+            target,
+            kind=rt.kind,
+            group=rt.group,
+            printer_columns=columns,
+            include_object=include,
+            now=self.registry.clock.now,
+        )
 
     async def _wait_for_rv(self, rv: int) -> None:
         """Block until the store reaches `rv`, for at most the cacher's 3 s."""
@@ -788,7 +828,7 @@ def _too_large(rv: int, current: int) -> errors.ApiError:
 
 
 async def _write_initial(
-    resp: web.StreamResponse,
+    resp: EventWriter,
     entries: list[Any],
     encoder: Any,
     max_events: int | None,
@@ -817,7 +857,7 @@ async def _write_initial(
     return limit
 
 
-async def _write_pieces(resp: web.StreamResponse, lines: list[bytes]) -> None:
+async def _write_pieces(resp: EventWriter, lines: list[bytes]) -> None:
     """Write a lagging watcher's backlog in pieces, not as one multi-megabyte buffer."""
     piece: list[bytes] = []
     size = 0

@@ -15,7 +15,7 @@ import copy
 import random
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -24,8 +24,9 @@ import orjson
 
 from nodeops.common.selectors import FieldSelector, LabelSelector
 from nodeops.sim.clock import Clock, parse_time
-from nodeops.sim.server import errors, serviceips, validation
+from nodeops.sim.server import cel, errors, serviceips, validation
 from nodeops.sim.server.conversion import from_storage, needs_conversion, to_storage
+from nodeops.sim.server.crdvalidation import apply_crd_defaults, validate_crd
 from nodeops.sim.server.defaults import (
     POD_MUTABLE_SPEC,
     STATUS_RESET_ON_CREATE,
@@ -322,7 +323,9 @@ class Registry:
         obj["apiVersion"] = rt.group_version
         obj["kind"] = rt.kind
 
-    def _custom_schema(self, rt: ResourceType, obj: dict[str, Any], name: str) -> None:
+    def _custom_schema(
+        self, rt: ResourceType, obj: dict[str, Any], name: str, old: dict[str, Any] | None = None
+    ) -> None:
         if rt.crd_version is None:
             return
         schema = (rt.crd_version.get("schema") or {}).get("openAPIV3Schema")
@@ -330,13 +333,20 @@ class Registry:
             return
         prune(obj, schema, top=True)
         apply_defaults(obj, schema)
-        body = _without(obj, "apiVersion", "kind", "metadata")
+        # The envelope is the API server's to validate, but it is there: a schema that lists
+        # `metadata` as required (as controller-gen writes them) is satisfied by every object.
         sub_schema = dict(schema)
         props = dict(sub_schema.get("properties") or {})
         for k in ("apiVersion", "kind", "metadata"):
             props.pop(k, None)
         sub_schema["properties"] = props
-        problems = validate(body, sub_schema)
+        problems = [
+            # An error kube-openapi reports without a field (a value or boundary out of its
+            # format's range) lands on apiextensions' nil root path, which prints as "<nil>".
+            (reason, field or "<nil>", message)
+            for reason, field, message in validate(obj, sub_schema)
+        ]
+        problems += cel.write_causes(rt.crd_version, obj, old, problems)
         if problems:
             raise errors.invalid(rt.kind, rt.group, name, problems)
 
@@ -455,7 +465,9 @@ class Registry:
         patch: Any,
         subresource: str = "",
         dry_run: bool = False,
+        check: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
+        """`check` judges the patched object's fields (the request's fieldValidation)."""
         bucket = self.store.bucket(rt.storage_key)
         entry = bucket.get(ns if rt.namespaced else "", name)
         if entry is None:
@@ -482,6 +494,8 @@ class Registry:
         problem = validation.decode_error(rt, new)
         if problem is not None:
             raise patch_decode_error(patch_type, patch, new, problem)
+        if check is not None:
+            check(new)
         # A patch only conflicts when it names a resourceVersion itself.
         patched_rv = (new.get("metadata") or {}).get("resourceVersion")
         if patched_rv == old["metadata"].get("resourceVersion"):
@@ -532,6 +546,7 @@ class Registry:
             else:
                 merged.pop("status", None)
             new = merged
+            _raise_invalid(rt, name, cel.write_causes(rt.crd_version, new, old))
             meta = new["metadata"]
         else:
             for key in (
@@ -563,8 +578,10 @@ class Registry:
             _raise_invalid(rt, name, causes)
             if rt.kind == "Namespace" and rt.group == "":
                 new["spec"] = old.get("spec", {})
-            self._custom_schema(rt, new, name)
+            self._custom_schema(rt, new, name, old)
             self._validate(rt, new, name)
+            if rt.kind == "CustomResourceDefinition":
+                self._crd_accept(new)
             if _has_generation(rt) and _without(new, "metadata", "status") != _without(
                 old, "metadata", "status"
             ):
@@ -583,7 +600,6 @@ class Registry:
             return new
         self._write(rt, new)
         if rt.kind == "CustomResourceDefinition":
-            self._crd_accept(new)
             self._crd_established(new)
         return new
 
@@ -795,43 +811,11 @@ class Registry:
     # ---------------------------------------------------------------- CRDs
 
     def _crd_accept(self, crd: dict[str, Any]) -> None:
-        spec = crd.get("spec") or {}
-        names = spec.get("names") or {}
-        group = spec.get("group", "")
-        plural = names.get("plural", "")
-        expected = f"{plural}.{group}"
-        name = crd["metadata"]["name"]
-        problems: list[tuple[str, str, str]] = []
-        if name != expected:
-            problems.append(
-                (
-                    "FieldValueInvalid",
-                    "metadata.name",
-                    f'Invalid value: "{name}": must be spec.names.plural+"."+spec.group',
-                )
-            )
-        if not names.get("kind"):
-            problems.append(("FieldValueRequired", "spec.names.kind", "Required value"))
-        if spec.get("scope") not in ("Namespaced", "Cluster"):
-            problems.append(
-                (
-                    "FieldValueNotSupported",
-                    "spec.scope",
-                    f'Unsupported value: "{spec.get("scope")}": supported values: "Cluster", "Namespaced"',
-                )
-            )
-        versions = spec.get("versions") or []
-        if not versions:
-            problems.append(("FieldValueRequired", "spec.versions", "Required value"))
-        elif sum(1 for v in versions if v.get("storage")) != 1:
-            problems.append(
-                (
-                    "FieldValueInvalid",
-                    "spec.versions",
-                    "Invalid value: ...: must have exactly one version marked as storage version",
-                )
-            )
+        """Refuse a CRD as kube-apiserver refuses it (crdvalidation), before it is stored."""
+        apply_crd_defaults(crd)
+        problems = validate_crd(crd)
         if problems:
+            name = str((crd.get("metadata") or {}).get("name") or "")
             raise errors.invalid("CustomResourceDefinition", "apiextensions.k8s.io", name, problems)
 
     def _crd_established(self, crd: dict[str, Any]) -> None:

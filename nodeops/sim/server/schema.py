@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import re
+from decimal import Decimal
 from typing import Any
 
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -112,22 +113,7 @@ def validate(obj: Any, schema: dict[str, Any] | None, path: str = "") -> list[tu
             )
         )
     if isinstance(obj, (int, float)) and not isinstance(obj, bool):
-        if "minimum" in schema and obj < schema["minimum"]:
-            errors.append(
-                (
-                    "FieldValueInvalid",
-                    path,
-                    f"Invalid value: {obj}: {path} in body should be greater than or equal to {schema['minimum']}",
-                )
-            )
-        if "maximum" in schema and obj > schema["maximum"]:
-            errors.append(
-                (
-                    "FieldValueInvalid",
-                    path,
-                    f"Invalid value: {obj}: {path} in body should be less than or equal to {schema['maximum']}",
-                )
-            )
+        errors.extend(_number_errors(obj, schema, path))
     if isinstance(obj, str):
         if "minLength" in schema and len(obj) < schema["minLength"]:
             errors.append(
@@ -162,6 +148,92 @@ def validate(obj: Any, schema: dict[str, Any] | None, path: str = "") -> list[tu
         if isinstance(items, dict):
             for i, item in enumerate(obj):
                 errors.extend(validate(item, items, f"{path}[{i}]"))
+    return errors
+
+
+# The integer range kube-openapi converts a number to, per format (no format: int64).
+_INTEGER_FORMATS: dict[str, tuple[int, int]] = {
+    "int32": (-(2**31), 2**31 - 1),
+    "uint32": (0, 2**32 - 1),
+    "uint64": (0, 2**64 - 1),
+    "int64": (-(2**63), 2**63 - 1),
+}
+_FLOAT32_MAX = 3.4028234663852886e38
+
+
+def _go_text(value: int | float) -> str:
+    """How kube-openapi writes a number before converting it to the format's Go type: an int
+    as it is, a float64 (every schema boundary is one) as strconv.FormatFloat(v, 'f', -1, 64),
+    the shortest digits that read back, padded with zeros (2**63 - 1 is 9223372036854776000)."""
+    if isinstance(value, int):
+        return str(value)
+    return format(Decimal(repr(value)).normalize(), "f")
+
+
+def _holds(value: int | float, schema: dict[str, Any]) -> bool:
+    """Whether the value converts to the Go type of the schema's type and format
+    (IsValueValidAgainstRange)."""
+    text = _go_text(value)
+    fmt = str(schema.get("format") or "")
+    if schema.get("type") == "integer":
+        low, high = _INTEGER_FORMATS.get(fmt, _INTEGER_FORMATS["int64"])
+        return bool(re.fullmatch(r"[-+]?[0-9]+", text)) and low <= int(text) <= high
+    if fmt in ("float", "float32"):
+        return abs(float(text)) <= _FLOAT32_MAX
+    return True
+
+
+def _range_error(prefix: str, schema: dict[str, Any], path: str) -> tuple[str, str, str]:
+    """kube-openapi's error for a value or boundary its format cannot hold. It is a plain error,
+    not a field error, so apiextensions reports it at the root of what it validated (field "")
+    with an empty value, naming the path only in the text."""
+    typ = schema.get("type", "number")
+    fmt = schema.get("format")
+    kind = f"with format {fmt}" if fmt else "(default format)"
+    return (
+        "FieldValueInvalid",
+        "",
+        f'Invalid value: "": {prefix} value must be of type {typ} {kind} in {path}',
+    )
+
+
+def _number_errors(
+    value: int | float, schema: dict[str, Any], path: str
+) -> list[tuple[str, str, str]]:
+    """kube-openapi's numberValidator, in its order: the value's own range, then the minimum,
+    then the maximum; a boundary its format cannot hold is reported and then still compared
+    as a plain number."""
+    errors: list[tuple[str, str, str]] = []
+    if not _holds(value, schema):
+        errors.append(_range_error("Checked", schema, path))
+    if "minimum" in schema:
+        low = schema["minimum"]
+        if not _holds(float(low), schema):
+            errors.append(_range_error("Minimum boundary", schema, path))
+        exclusive = bool(schema.get("exclusiveMinimum"))
+        if value < low or (exclusive and value == low):
+            relation = "greater than" if exclusive else "greater than or equal to"
+            errors.append(
+                (
+                    "FieldValueInvalid",
+                    path,
+                    f"Invalid value: {value}: {path} in body should be {relation} {low}",
+                )
+            )
+    if "maximum" in schema:
+        high = schema["maximum"]
+        if not _holds(float(high), schema):
+            errors.append(_range_error("Maximum boundary", schema, path))
+        exclusive = bool(schema.get("exclusiveMaximum"))
+        if value > high or (exclusive and value == high):
+            relation = "less than" if exclusive else "less than or equal to"
+            errors.append(
+                (
+                    "FieldValueInvalid",
+                    path,
+                    f"Invalid value: {value}: {path} in body should be {relation} {high}",
+                )
+            )
     return errors
 
 

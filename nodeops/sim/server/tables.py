@@ -1441,14 +1441,14 @@ def column_definitions(
     return [dict(c) for c in _custom_columns(printer_columns).columns]
 
 
-def _row_object(obj: Mapping[str, Any], include_object: str) -> Any:
+def _row_object(obj: Mapping[str, Any], include_object: str, api_version: str) -> Any:
     if include_object == "Object":
         return obj
     if include_object == "None":
         return None
     return {
         "kind": "PartialObjectMetadata",
-        "apiVersion": TABLE_API_VERSION,
+        "apiVersion": api_version,
         "metadata": obj.get("metadata") or {},
     }
 
@@ -1463,6 +1463,7 @@ def to_table(
     now: datetime,
     list_metadata: dict[str, Any] | None = None,
     no_headers: bool = False,
+    api_version: str = TABLE_API_VERSION,
 ) -> dict[str, Any]:
     """Render objects as the `meta.k8s.io/v1` Table kube-apiserver would return.
 
@@ -1471,7 +1472,10 @@ def to_table(
     NAME/AGE default. `include_object` is the `includeObject` query value: each row carries the
     full object, a PartialObjectMetadata (the default), or null. `list_metadata` is the list's
     `metadata` (resourceVersion, continue, remainingItemCount); without it the response is taken
-    to be for a single object and carries that object's resourceVersion.
+    to be for a single object and carries that object's resourceVersion. `no_headers` leaves
+    out the columnDefinitions (`null`), as kube does for every watch event after the first.
+    `api_version` is the Table's (`meta.k8s.io/v1` or `meta.k8s.io/v1beta1`, as requested), which
+    the rows' PartialObjectMetadata share.
 
     Raises ValueError with kube's BadRequest message for an unknown `include_object`.
     """
@@ -1499,7 +1503,7 @@ def to_table(
             row_conditions = conditions(obj)
             if row_conditions is not None:
                 row["conditions"] = [dict(c) for c in row_conditions]
-        row["object"] = _row_object(obj, include_object)
+        row["object"] = _row_object(obj, include_object, api_version)
         rows.append(row)
 
     metadata: dict[str, Any] = {}
@@ -1517,7 +1521,7 @@ def to_table(
 
     return {
         "kind": "Table",
-        "apiVersion": TABLE_API_VERSION,
+        "apiVersion": api_version,
         "metadata": metadata,
         "columnDefinitions": None if no_headers else [dict(c) for c in columns],
         "rows": rows if rows else empty_rows,

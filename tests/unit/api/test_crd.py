@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pytest
 import yaml
@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from nodeops.api import KINDS, NodeDrainRule, all_crds, crd_for, render_crds_yaml
 from nodeops.api.crd import (
     UnsupportedSchema,
+    check_crd,
     structural_schema,
 )
 from nodeops.api.drainrule import NodeDrainRuleSpec
@@ -259,3 +260,74 @@ def test_generated_crds_share_no_mutable_parts() -> None:
     assert one == two
     assert one["required"] is not two["required"]
     assert one["properties"]["operator"]["enum"] is not two["properties"]["operator"]["enum"]
+
+
+class _BoundedSpec(ApiModel):
+    any_int64: Annotated[int, Field(ge=-(2**63), le=2**63 - 1)] = 0
+    count: Annotated[int, Field(ge=0, le=2**63 - 1, json_schema_extra={"format": "int64"})] = 0
+    port: Annotated[int, Field(ge=1, le=65535, json_schema_extra={"format": "int32"})] = 80
+
+
+class _Bounded(Resource):
+    KIND_INFO = KindInfo(kind="Bounded", plural="boundeds", scope="Namespaced")
+
+    kind: Literal["Bounded"] = "Bounded"
+    spec: _BoundedSpec
+
+
+def test_int64_range_bounds_are_left_to_the_type() -> None:
+    """kube-apiserver reads a boundary as a float64, so 2**63 - 1 becomes 2**63 and the CRD is
+    refused ("Maximum boundary value must be of type integer with format int64")."""
+    props = _schema(crd_for(_Bounded))["properties"]["spec"]["properties"]
+    assert props["anyInt64"] == {"type": "integer", "default": 0}
+    assert props["count"] == {"type": "integer", "format": "int64", "default": 0, "minimum": 0}
+    assert props["port"]["minimum"] == 1 and props["port"]["maximum"] == 65535
+
+
+def test_every_generated_bound_and_default_is_one_kube_apiserver_accepts() -> None:
+    for crd in all_crds():
+        check_crd(crd)
+        text = yaml.safe_dump(crd)
+        assert "9223372036854775807" not in text and "-9223372036854775808" not in text
+
+
+class _UnholdableSpec(ApiModel):
+    near_max: Annotated[int, Field(le=2**63 - 2)] = 0
+
+
+class _Unholdable(Resource):
+    KIND_INFO = KindInfo(kind="Unholdable", plural="unholdables", scope="Namespaced")
+
+    kind: Literal["Unholdable"] = "Unholdable"
+    spec: _UnholdableSpec
+
+
+def test_a_bound_the_format_cannot_hold_fails_generation() -> None:
+    with pytest.raises(UnsupportedSchema, match=r"properties\[nearMax\]\.maximum"):
+        crd_for(_Unholdable)
+
+
+@pytest.mark.parametrize(
+    ("node", "default", "problem"),
+    [
+        ({"type": "integer", "minimum": 1}, 0, "below the minimum 1"),
+        ({"type": "string", "enum": ["a"]}, "b", "not one of"),
+        ({"type": "integer"}, "1", "not of type integer"),
+        ({"type": "string", "pattern": "^x"}, "y", "does not match"),
+        ({"type": "object", "properties": {"a": {"type": "string"}}}, {"b": "1"}, "pruned"),
+        (
+            {"type": "object", "required": ["a"], "properties": {"a": {"type": "string"}}},
+            {},
+            "a is required",
+        ),
+        ({"type": "array", "items": {"type": "integer"}, "maxItems": 1}, [1, 2], "items"),
+    ],
+)
+def test_a_default_its_schema_refuses_fails_generation(
+    node: dict[str, Any], default: Any, problem: str
+) -> None:
+    crd = crd_for(_Gadget)
+    spec = _schema(crd)["properties"]["spec"]
+    spec["properties"]["size"] = {**node, "default": default}
+    with pytest.raises(UnsupportedSchema, match=r"properties\[size\]\.default: .*" + problem):
+        check_crd(crd)

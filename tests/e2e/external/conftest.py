@@ -1,0 +1,69 @@
+"""Scenarios on a control plane that is not the simulator's own API server.
+
+Set `NODEOPS_E2E_KUBECONFIG` to a kubeconfig of a cluster you may write to (a kind or k3s
+cluster, a test area of a real one, a bare kube-apiserver): these tests install nodeops's CRDs
+there, write and remove their own objects, and, for the controllers' scenarios, attach the
+simulator's kubelets and clouds with `nodeops sim attach`. Without the variable they are
+skipped: CI stands on the simulator, and the same scenarios judge it on a real control plane.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+KUBECONFIG_VARIABLE = "NODEOPS_E2E_KUBECONFIG"
+
+
+@pytest.fixture(scope="session")
+def kubeconfig() -> Path:
+    value = os.environ.get(KUBECONFIG_VARIABLE)
+    if not value:
+        pytest.skip(f"no external cluster: set {KUBECONFIG_VARIABLE} to run these scenarios")
+    if shutil.which("kubectl") is None:
+        pytest.skip("kubectl is not installed")
+    path = Path(value)
+    assert path.is_file(), f"{KUBECONFIG_VARIABLE}={value} is not a file"
+    return path
+
+
+def kubectl(config: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["kubectl", "--kubeconfig", str(config), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="session")
+def crds_installed(kubeconfig: Path) -> Path:
+    """nodeops's CRDs, applied as a user applies them."""
+    from nodeops.api import all_crds, render_crds_yaml
+
+    done = kubectl(kubeconfig, "apply", "--server-side", "-f", "-", stdin=render_crds_yaml())
+    assert done.returncode == 0, done.stderr
+    names = [f"crd/{crd['metadata']['name']}" for crd in all_crds()]
+    done = kubectl(kubeconfig, "wait", "--for=condition=Established", "--timeout=60s", *names)
+    assert done.returncode == 0, done.stderr
+    return kubeconfig
+
+
+@pytest.fixture
+def namespace(kubeconfig: Path) -> Iterator[str]:
+    """A namespace of the test's own, removed afterwards with what it holds."""
+    name = f"nodeops-e2e-{uuid.uuid4().hex[:8]}"
+    done = kubectl(kubeconfig, "create", "namespace", name)
+    assert done.returncode == 0, done.stderr
+    try:
+        yield name
+    finally:
+        kubectl(kubeconfig, "delete", "namespace", name, "--wait=false")
