@@ -274,37 +274,41 @@ def _typed_walk(node: Any, type_name: str, path: str, out: list[str]) -> None:
     if knownfields.is_scalar(type_name):
         return
     if type_name == knownfields.ANY:
-        out.extend(f'duplicate field "{p}"' for p in _duplicates_in(node, path))
+        # Free-form fields of built-in kinds (FieldsV1, RawExtension) keep their bytes as they
+        # came: Go's strict decoder never looks inside them, so neither is a duplicate there.
         return
     container = knownfields.element(type_name)
     if container is not None:
         shape, inner = container
+        leaf = knownfields.is_scalar(inner)
         if shape == "list" and isinstance(node, list):
-            for i, item in enumerate(node):
-                _typed_walk(item, inner, f"{path}[{i}]", out)
+            if not leaf:
+                for i, item in enumerate(node):
+                    _typed_walk(item, inner, f"{path}[{i}]", out)
         elif shape == "dict" and isinstance(node, _Pairs):
             seen_keys: set[str] = set()
             for key, value in node:
-                sub = knownfields.join(path, key)
                 if key in seen_keys:
-                    out.append(f'duplicate field "{sub}"')
+                    out.append(f'duplicate field "{knownfields.join(path, key)}"')
                 seen_keys.add(key)
-                _typed_walk(value, inner, sub, out)
+                if not leaf:
+                    _typed_walk(value, inner, knownfields.join(path, key), out)
         return
     fields = knownfields.fields_of(type_name)
     if fields is None or not isinstance(node, _Pairs):
         return
     seen: set[str] = set()
     for key, value in node:
-        sub = knownfields.join(path, key)
         field_type = fields.get(key)
         if field_type is None:
-            out.append(f'unknown field "{sub}"')
+            out.append(f'unknown field "{knownfields.join(path, key)}"')
             continue
         if key in seen:
-            out.append(f'duplicate field "{sub}"')
+            out.append(f'duplicate field "{knownfields.join(path, key)}"')
         seen.add(key)
-        _typed_walk(value, field_type, sub, out)
+        # Paths are built only below fields that can hold more fields: every write walks here.
+        if not knownfields.is_scalar(field_type):
+            _typed_walk(value, field_type, knownfields.join(path, key), out)
 
 
 def _json_patch_problems(pairs: Any) -> list[str]:

@@ -47,6 +47,7 @@ def fields_of(type_name: str) -> dict[str, str] | None:
     return {json_key: types[attr] for attr, json_key in cls.attribute_map.items()}
 
 
+@functools.cache
 def element(type_name: str) -> tuple[str, str] | None:
     """("list", item type) or ("dict", value type) for a container type, else None."""
     m = _LIST.match(type_name)
@@ -76,6 +77,8 @@ def walk_typed(
     container = element(type_name)
     if container is not None:
         shape, inner = container
+        if inner == ANY or is_scalar(inner):
+            return  # every write walks its body: paths are built only where a field can hide
         if shape == "list" and isinstance(value, list):
             for i, item in enumerate(value):
                 walk_typed(item, inner, f"{path}[{i}]", out, prune, sort_keys)
@@ -92,7 +95,7 @@ def walk_typed(
             out.append(join(path, key))
             if prune:
                 del value[key]
-        else:
+        elif sub != ANY and not is_scalar(sub):
             walk_typed(value[key], sub, join(path, key), out, prune, sort_keys)
 
 
