@@ -12,20 +12,9 @@ import json
 import sys
 from pathlib import Path
 
-from nodeops.sim.attach import ATTACH_LABEL
 from nodeops.sim.clock import Clock
 from nodeops.sim.server.app import SimServer
-
-
-def _labelled(server: SimServer) -> list[str]:
-    found = []
-    for bucket in server.store.buckets.values():
-        for entry in bucket.entries(None):
-            obj = entry.decode()
-            meta = obj.get("metadata") or {}
-            if ATTACH_LABEL in (meta.get("labels") or {}):
-                found.append(f"{obj.get('kind')}/{meta.get('namespace', '')}/{meta['name']}")
-    return found
+from tests.integration.sim.test_attach import labelled_objects
 
 
 async def test_the_demo_rolls_an_attached_cluster_and_detaches(tmp_path: Path) -> None:
@@ -48,7 +37,7 @@ async def test_the_demo_rolls_an_attached_cluster_and_detaches(tmp_path: Path) -
         assert summary["cloud_requests"] > 0
         # The roll ran on the other server's nodes, and the attach took all of them away again
         # (its CRDs and namespaces too, which it installed there).
-        assert _labelled(server) == []
+        assert labelled_objects(server) == []
         nodes = server.store.bucket(server.registry.lookup("", "v1", "nodes").storage_key)
         assert list(nodes.entries(None)) == []
     finally:

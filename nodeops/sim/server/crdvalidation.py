@@ -28,6 +28,7 @@ from typing import Any, Final
 from nodeops.common.jsonpath import go_json
 from nodeops.sim.server.cel import rule_compile_errors
 from nodeops.sim.server.schema import prune, validate
+from nodeops.sim.server.validation import forbidden, invalid, required
 
 Cause = tuple[str, str, str]
 
@@ -57,18 +58,6 @@ _UNSUPPORTED_KEYWORDS: Final = (
     ("dependencies", "dependencies is not supported"),
     ("$ref", "$ref is not supported"),
 )
-
-
-def _required(field: str, detail: str = "") -> Cause:
-    return ("FieldValueRequired", field, "Required value" + (f": {detail}" if detail else ""))
-
-
-def _forbidden(field: str, detail: str) -> Cause:
-    return ("FieldValueForbidden", field, f"Forbidden: {detail}")
-
-
-def _invalid(field: str, value: Any, detail: str) -> Cause:
-    return ("FieldValueInvalid", field, f"Invalid value: {go_json(value)}: {detail}")
 
 
 def _not_supported(field: str, value: Any, allowed: tuple[str, ...]) -> Cause:
@@ -106,17 +95,17 @@ def _metadata_causes(
 ) -> Iterator[Cause]:
     name = str((crd.get("metadata") or {}).get("name") or "")
     if name != f"{names.get('plural', '')}.{spec.get('group', '')}":
-        yield _invalid("metadata.name", name, 'must be spec.names.plural+"."+spec.group')
+        yield invalid("metadata.name", name, 'must be spec.names.plural+"."+spec.group')
 
 
 def _spec_causes(spec: Mapping[str, Any], names: Mapping[str, Any]) -> list[Cause]:
     causes: list[Cause] = []
     group = str(spec.get("group") or "")
     if not group:
-        causes.append(_required("spec.group"))
+        causes.append(required("spec.group"))
     elif not _DNS1123_SUBDOMAIN.fullmatch(group) or len(group) > 253:
         causes.append(
-            _invalid(
+            invalid(
                 "spec.group",
                 group,
                 "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
@@ -124,10 +113,10 @@ def _spec_causes(spec: Mapping[str, Any], names: Mapping[str, Any]) -> list[Caus
             )
         )
     elif "." not in group:
-        causes.append(_invalid("spec.group", group, "should be a domain with at least one dot"))
+        causes.append(invalid("spec.group", group, "should be a domain with at least one dot"))
     scope = spec.get("scope")
     if not scope:
-        causes.append(_required("spec.scope"))
+        causes.append(required("spec.scope"))
     elif scope not in ("Cluster", "Namespaced"):
         causes.append(_not_supported("spec.scope", scope, ("Cluster", "Namespaced")))
 
@@ -139,7 +128,7 @@ def _spec_causes(spec: Mapping[str, Any], names: Mapping[str, Any]) -> list[Caus
     )
     for i, version in enumerate(versions):
         if not ((version.get("schema") or {}).get("openAPIV3Schema")):
-            causes.append(_required(f"spec.versions[{i}].schema.openAPIV3Schema"))
+            causes.append(required(f"spec.versions[{i}].schema.openAPIV3Schema"))
     seen: set[str] = set()
     unique = True
     for i, version in enumerate(versions):
@@ -148,7 +137,7 @@ def _spec_causes(spec: Mapping[str, Any], names: Mapping[str, Any]) -> list[Caus
         seen.add(vname)
         if not _DNS1035_LABEL.fullmatch(vname) or len(vname) > 63:
             causes.append(
-                _invalid(
+                invalid(
                     f"spec.versions[{i}].name",
                     vname,
                     "a DNS-1035 label must consist of lower case alphanumeric characters or "
@@ -166,7 +155,7 @@ def _spec_causes(spec: Mapping[str, Any], names: Mapping[str, Any]) -> list[Caus
         for j, column in enumerate(version.get("additionalPrinterColumns") or []):
             causes += _column_causes(column, f"spec.versions[{i}].additionalPrinterColumns[{j}]")
     if not unique:
-        causes.append(_invalid("spec.versions", "...", "must contain unique version names"))
+        causes.append(invalid("spec.versions", "...", "must contain unique version names"))
     if sum(1 for v in versions if v.get("storage")) != 1:
         causes.append(
             (
@@ -177,7 +166,7 @@ def _spec_causes(spec: Mapping[str, Any], names: Mapping[str, Any]) -> list[Caus
         )
     for key in ("plural", "singular", "kind", "listKind"):
         if not names.get(key):
-            causes.append(_required(f"spec.names.{key}"))
+            causes.append(required(f"spec.names.{key}"))
     if shared is not None:
         causes += schema_causes(shared, "spec.validation.openAPIV3Schema", status_enabled)
     return causes
@@ -195,18 +184,18 @@ def _shared_schema(versions: list[Mapping[str, Any]]) -> Mapping[str, Any] | Non
 
 def _column_causes(column: Mapping[str, Any], path: str) -> Iterator[Cause]:
     if not column.get("name"):
-        yield _required(f"{path}.name")
+        yield required(f"{path}.name")
     typ = column.get("type")
     allowed = ",".join(_COLUMN_TYPES)
     if not typ:
-        yield _required(f"{path}.type", f"must be one of {allowed}")
+        yield required(f"{path}.type", f"must be one of {allowed}")
     elif typ not in _COLUMN_TYPES:
-        yield _invalid(f"{path}.type", typ, f"must be one of {allowed}")
+        yield invalid(f"{path}.type", typ, f"must be one of {allowed}")
     fmt = column.get("format")
     if fmt and fmt not in _COLUMN_FORMATS:
-        yield _invalid(f"{path}.format", fmt, f"must be one of {','.join(_COLUMN_FORMATS)}")
+        yield invalid(f"{path}.format", fmt, f"must be one of {','.join(_COLUMN_FORMATS)}")
     if not column.get("jsonPath"):
-        yield _required(f"{path}.JSONPath")
+        yield required(f"{path}.JSONPath")
 
 
 # ------------------------------------------------------------------ the schema
@@ -217,7 +206,7 @@ def schema_causes(schema: Mapping[str, Any], path: str, status_enabled: bool) ->
     causes: list[Cause] = []
     if status_enabled and schema.get("type") not in (None, "object"):
         causes.append(
-            _invalid(
+            invalid(
                 f"{path}.type",
                 schema.get("type"),
                 'only "object" is allowed as the type at the root of the schema if the status '
@@ -225,7 +214,7 @@ def schema_causes(schema: Mapping[str, Any], path: str, status_enabled: bool) ->
             )
         )
     if schema.get("nullable"):
-        causes.append(_forbidden(f"{path}.nullable", "nullable cannot be true at the root"))
+        causes.append(forbidden(f"{path}.nullable", "nullable cannot be true at the root"))
     structural = sorted(_structural_causes(schema, path, "root"), key=lambda c: f"{c[1]}: {c[2]}")
     if structural:
         causes += structural
@@ -240,7 +229,7 @@ def _structural_causes(node: Mapping[str, Any], path: str, level: str) -> Iterat
     """`validateStructuralInvariants`: what makes a schema structural."""
     typ = node.get("type")
     if typ == "array" and "items" not in node:
-        yield _required(f"{path}.items", "must be specified")
+        yield required(f"{path}.items", "must be specified")
     items = node.get("items")
     if isinstance(items, Mapping):
         yield from _structural_causes(items, f"{path}.items", "item")
@@ -251,11 +240,11 @@ def _structural_causes(node: Mapping[str, Any], path: str, level: str) -> Iterat
     extra = node.get("additionalProperties")
     if extra is not None:
         if level == "root":
-            yield _forbidden(f"{path}.additionalProperties", "must not be used at the root")
+            yield forbidden(f"{path}.additionalProperties", "must not be used at the root")
         if isinstance(extra, Mapping):
             yield from _structural_causes(extra, f"{path}.additionalProperties", "field")
     if node.get("x-kubernetes-int-or-string") and node.get("x-kubernetes-preserve-unknown-fields"):
-        yield _invalid(
+        yield invalid(
             f"{path}.x-kubernetes-preserve-unknown-fields",
             True,
             "must be false if x-kubernetes-int-or-string is true",
@@ -263,11 +252,11 @@ def _structural_causes(node: Mapping[str, Any], path: str, level: str) -> Iterat
     embedded = bool(node.get("x-kubernetes-embedded-resource"))
     if embedded and typ != "object":
         if not typ:
-            yield _required(
+            yield required(
                 f"{path}.type", "must be object if x-kubernetes-embedded-resource is true"
             )
         else:
-            yield _invalid(
+            yield invalid(
                 f"{path}.type", typ, "must be object if x-kubernetes-embedded-resource is true"
             )
     elif (
@@ -280,23 +269,21 @@ def _structural_causes(node: Mapping[str, Any], path: str, level: str) -> Iterat
             "item": "for specified array items",
             "field": "for specified object fields",
         }
-        yield _required(f"{path}.type", f"must not be empty {where[level]}")
+        yield required(f"{path}.type", f"must not be empty {where[level]}")
     if level == "root" and typ and typ != "object":
-        yield _invalid(f"{path}.type", typ, "must be object at the root")
+        yield invalid(f"{path}.type", typ, "must be object at the root")
     check_metadata = level == "root" or embedded
     for key in ("kind", "apiVersion"):
         sub = props.get(key)
         if check_metadata and isinstance(sub, Mapping) and sub.get("type") != "string":
-            yield _invalid(
-                f"{path}.properties[{key}].type", sub.get("type") or "", "must be string"
-            )
+            yield invalid(f"{path}.properties[{key}].type", sub.get("type") or "", "must be string")
     metadata = props.get("metadata")
     if isinstance(metadata, Mapping):
         mpath = f"{path}.properties[metadata]"
         if check_metadata and metadata.get("type") != "object":
-            yield _invalid(f"{mpath}.type", metadata.get("type") or "", "must be object")
+            yield invalid(f"{mpath}.type", metadata.get("type") or "", "must be object")
         if level == "root" and not _only_names(metadata):
-            yield _forbidden(
+            yield forbidden(
                 mpath,
                 "must not specify anything other than name and generateName, but metadata is "
                 "implicitly specified",
@@ -321,7 +308,7 @@ def _default_causes(node: Mapping[str, Any], path: str, inside_meta: bool = Fals
         dpath = f"{path}.default"
         pruned = prune(copy.deepcopy(default), dict(node))
         if pruned != default:
-            causes.append(_invalid(dpath, default, "must not have unknown fields"))
+            causes.append(invalid(dpath, default, "must not have unknown fields"))
         for reason, field, message in validate(default, dict(node)):
             where = f"{dpath}.{field}" if field else dpath
             causes.append((reason, where, message))
@@ -345,16 +332,16 @@ def _openapi_causes(node: Mapping[str, Any], path: str, root: bool = False) -> l
         causes.append(_not_supported(f"{path}.type", typ, _OPENAPI_TYPES))
     if typ == "null":
         causes.append(
-            _forbidden(f"{path}.type", "type cannot be set to null, use nullable as an alternative")
+            forbidden(f"{path}.type", "type cannot be set to null, use nullable as an alternative")
         )
     for key, detail in _UNSUPPORTED_KEYWORDS:
         if key in node:
-            causes.append(_forbidden(f"{path}.{key}", detail))
+            causes.append(forbidden(f"{path}.{key}", detail))
     if isinstance(node.get("items"), list):
-        causes.append(_forbidden(f"{path}.items", "items must be a schema object and not an array"))
+        causes.append(forbidden(f"{path}.items", "items must be a schema object and not an array"))
     if node.get("uniqueItems"):
         causes.append(
-            _forbidden(
+            forbidden(
                 f"{path}.uniqueItems",
                 "uniqueItems cannot be set to true since the runtime complexity becomes quadratic",
             )
@@ -363,7 +350,7 @@ def _openapi_causes(node: Mapping[str, Any], path: str, root: bool = False) -> l
     props = node.get("properties") or {}
     if extra is not None and props and (extra is False or isinstance(extra, Mapping)):
         causes.append(
-            _forbidden(
+            forbidden(
                 f"{path}.additionalProperties",
                 "additionalProperties and properties are mutual exclusive",
             )
@@ -374,14 +361,14 @@ def _openapi_causes(node: Mapping[str, Any], path: str, root: bool = False) -> l
         if isinstance(sub, Mapping):
             spath = f"{path}.properties[{key}]"
             if root and key in _ENVELOPE and "default" in sub:
-                causes.append(_forbidden(f"{spath}.default", f"must not be set in top-level {key}"))
+                causes.append(forbidden(f"{spath}.default", f"must not be set in top-level {key}"))
             causes += _openapi_causes(sub, spath)
     items = node.get("items")
     if isinstance(items, Mapping):
         causes += _openapi_causes(items, f"{path}.items")
     if node.get("x-kubernetes-preserve-unknown-fields") is False:
         causes.append(
-            _invalid(
+            invalid(
                 f"{path}.x-kubernetes-preserve-unknown-fields", False, "must be true or undefined"
             )
         )
@@ -396,9 +383,9 @@ def _list_and_map_causes(node: Mapping[str, Any], path: str) -> Iterator[Cause]:
         if typ != "object":
             detail = "must be object if x-kubernetes-map-type is specified"
             yield (
-                _required(f"{path}.type", detail)
+                required(f"{path}.type", detail)
                 if not typ
-                else _invalid(f"{path}.type", typ, detail)
+                else invalid(f"{path}.type", typ, detail)
             )
         if map_type not in ("atomic", "granular"):
             yield _not_supported(f"{path}.x-kubernetes-map-type", map_type, ("atomic", "granular"))
@@ -409,9 +396,9 @@ def _list_and_map_causes(node: Mapping[str, Any], path: str) -> Iterator[Cause]:
         if typ != "array":
             detail = "must be array if x-kubernetes-list-type is specified"
             yield (
-                _required(f"{path}.type", detail)
+                required(f"{path}.type", detail)
                 if not typ
-                else _invalid(f"{path}.type", typ, detail)
+                else invalid(f"{path}.type", typ, detail)
             )
         if list_type not in ("atomic", "map", "set"):
             yield _not_supported(
@@ -419,7 +406,7 @@ def _list_and_map_causes(node: Mapping[str, Any], path: str) -> Iterator[Cause]:
             )
         if list_type == "set" and items is not None and items.get("type") == "object":
             if items.get("x-kubernetes-map-type") != "atomic":
-                yield _invalid(
+                yield invalid(
                     f"{path}.items.x-kubernetes-map-type",
                     items.get("x-kubernetes-map-type") or "",
                     "must be atomic as item of a list with x-kubernetes-list-type=set",
@@ -427,44 +414,44 @@ def _list_and_map_causes(node: Mapping[str, Any], path: str) -> Iterator[Cause]:
     if keys and list_type != "map":
         detail = "must be map if x-kubernetes-list-map-keys is non-empty"
         yield (
-            _required(f"{path}.x-kubernetes-list-type", detail)
+            required(f"{path}.x-kubernetes-list-type", detail)
             if list_type is None
-            else _invalid(f"{path}.x-kubernetes-list-type", list_type, detail)
+            else invalid(f"{path}.x-kubernetes-list-type", list_type, detail)
         )
     if list_type == "map":
         if not keys:
-            yield _required(
+            yield required(
                 f"{path}.x-kubernetes-list-map-keys",
                 "must not be empty if x-kubernetes-list-type is map",
             )
         if items is None:
-            yield _required(f"{path}.items", "must have a schema if x-kubernetes-list-type is map")
+            yield required(f"{path}.items", "must have a schema if x-kubernetes-list-type is map")
         elif items.get("type") != "object":
-            yield _invalid(
+            yield invalid(
                 f"{path}.items.type",
                 items.get("type") or "",
                 "must be object if parent array's x-kubernetes-list-type is map",
             )
         elif keys:
             item_props = items.get("properties") or {}
-            required = set(items.get("required") or ())
+            required_keys = set(items.get("required") or ())
             for key in keys:
                 sub = item_props.get(key)
                 if not isinstance(sub, Mapping):
-                    yield _invalid(
+                    yield invalid(
                         f"{path}.x-kubernetes-list-map-keys",
                         keys,
                         "entries must all be names of item properties",
                     )
                     continue
                 if sub.get("type") not in ("string", "integer", "number", "boolean"):
-                    yield _invalid(
+                    yield invalid(
                         f"{path}.items.properties[{key}].type",
                         sub.get("type") or "",
                         "must be a scalar type if parent array's x-kubernetes-list-type is map",
                     )
-                if key not in required and "default" not in sub:
-                    yield _required(
+                if key not in required_keys and "default" not in sub:
+                    yield required(
                         f"{path}.items.properties[{key}].default",
                         "this property is in x-kubernetes-list-map-keys, so it must have a "
                         "default or be a required property",
