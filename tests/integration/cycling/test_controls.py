@@ -119,6 +119,10 @@ async def test_a_budget_window_stops_replacements_until_it_closes() -> None:
 @pytest.mark.parametrize("action", ["Force", "Fail"])
 async def test_the_drain_deadline(action: str) -> None:
     async with world(scenario(2, workloads=blocking_budget)) as w:
+        assert w.client is not None
+        pods, _ = await w.client.list(PODS, "shop", label_selector="app=api")
+        held = {p["spec"]["nodeName"] for p in pods}
+        assert held
         await w.create_request(
             request(
                 "deadline",
@@ -133,7 +137,14 @@ async def test_the_drain_deadline(action: str) -> None:
         if action == "Force":
             done = await wait_phase(w, "deadline", "Successful", timeout=120)
             assert done["status"]["progress"]["cycled"] == 2
-            assert all(c["status"].get("forced") for c in await children(w, "deadline"))
+            # Only a node the blocking budget's pods stand on needs forcing; the scheduler may
+            # have put both on one node, whose neighbour then drains in the ordinary way.
+            forced = {
+                c["spec"]["nodeName"]
+                for c in await children(w, "deadline")
+                if c["status"].get("forced")
+            }
+            assert forced == held
             # Forcing is what it says: the blocking budget was not respected.
             assert any(v.budget == "shop/api" for v in w.record.violations)
         else:
