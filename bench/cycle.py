@@ -1,6 +1,12 @@
 """A 200-node roll on the simulator: how close to the ideal time, at what cost, moving each pod once.
 
-    python -m bench.cycle --json [--nodes 200] [--concurrency 20] [--time-scale 20]
+    python -m bench.cycle --json [--nodes 200] [--concurrency 20] [--time-scale 5]
+    python -m bench.cycle --json --nodes 1000 --concurrency 50 --compare 200:20 --taint-only
+
+`--compare N:C` first rolls a smaller cluster in the same run (same machine load, same time
+scale) and reports how the per-node costs grew from it (`growth_over_baseline`, 1.0 = flat).
+Each roll reports the manager's resident memory at the end and at its peak, and the load
+average, since the machine the simulator shares decides how far its clock can be trusted.
 
 The cluster is the demo's (four cloud node groups, about two pods per node in two Deployments
 with disruption budgets (25% unavailable) that let a batch's pods move together, a DaemonSet), with simulated boot
@@ -76,6 +82,7 @@ async def roll(
     seed: int,
     manager_log: Path | None = None,
     manager_log_level: str = "info",
+    profile: Path | None = None,
 ) -> dict[str, Any]:
     scenario = demo_scenario(
         nodes,
@@ -107,6 +114,8 @@ async def roll(
             cpu_before = _children_cpu()
             port = _free_port()
             command = world.manager_command(Path(tmp))
+            if profile is not None:
+                command[1:1] = ["-m", "cProfile", "-o", str(profile)]
             command[command.index("--health-addr") + 1] = f"127.0.0.1:{port}"
             log_file = None
             if manager_log is not None:
@@ -159,6 +168,7 @@ async def roll(
             simulated = (world.sim.clock.now() - start).total_seconds()
             wall_seconds = time.monotonic() - wall
             stats = world.sim.server.stats.snapshot()
+            memory = _memory_mib(proc.pid)
             proc.send_signal(signal.SIGTERM)
             await proc.wait()
             cpu = _children_cpu() - cpu_before
@@ -187,6 +197,9 @@ async def roll(
             "api_requests_per_node": round(api_requests(stats) / max(1, cycled), 2),
             "manager_cpu_seconds": round(cpu, 2),
             "cpu_seconds_per_node": round(cpu / max(1, cycled), 4),
+            "manager_rss_mib": memory.get("VmRSS"),
+            "manager_peak_rss_mib": memory.get("VmHWM"),
+            "load_average_1m": round(os.getloadavg()[0], 2),
             "min_ready_replicas_ratio": round(world.record.min_ready_ratio, 4),
             "seconds_by_phase": {k: round(v, 1) for k, v in sorted(phases.items())},
             "observed_boot_seconds": boots,
@@ -195,6 +208,20 @@ async def roll(
     finally:
         await watcher.close()
         await world.stop()
+
+
+def _memory_mib(pid: int) -> dict[str, float]:
+    """The manager's resident memory now and at its peak (MiB), from /proc where there is one."""
+    out: dict[str, float] = {}
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = round(int(value.split()[0]) / 1024, 1)
+    return out
 
 
 def _free_port() -> int:
@@ -252,11 +279,31 @@ async def _observed(world: World, client: Client) -> tuple[float, float]:
     )
 
 
+def _growth(small: dict[str, Any], large: dict[str, Any]) -> dict[str, Any]:
+    """The large roll's per-node costs against the small one's: above 1 is growth with N."""
+    keys = ("api_requests_per_node", "cpu_seconds_per_node", "duration_ratio")
+    return {k: round(large[k] / small[k], 3) if small[k] else None for k in keys}
+
+
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    logs: dict[str, Path | None] = {"taint": None, "no_taint": None}
+    logs: dict[str, Path | None] = {"taint": None, "no_taint": None, "baseline": None}
     if args.manager_logs is not None:
         args.manager_logs.mkdir(parents=True, exist_ok=True)
         logs = {name: args.manager_logs / f"{name}.log" for name in logs}
+    baseline: dict[str, Any] | None = None
+    if args.compare is not None:
+        small_nodes, small_concurrency = args.compare
+        baseline = await roll(
+            small_nodes,
+            small_concurrency,
+            args.groups,
+            args.time_scale,
+            "PreferNoSchedule",
+            args.seed,
+            logs["baseline"],
+            args.manager_log_level,
+        )
+        baseline["nodes"], baseline["concurrency"] = small_nodes, small_concurrency
     with_taint = await roll(
         args.nodes,
         args.concurrency,
@@ -266,21 +313,33 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         args.seed,
         logs["taint"],
         args.manager_log_level,
+        args.profile_manager,
     )
-    without = await roll(
-        args.nodes,
-        args.concurrency,
-        args.groups,
-        args.time_scale,
-        "Off",
-        args.seed,
-        logs["no_taint"],
-    )
+    without = None
+    if not args.taint_only:
+        without = await roll(
+            args.nodes,
+            args.concurrency,
+            args.groups,
+            args.time_scale,
+            "Off",
+            args.seed,
+            logs["no_taint"],
+        )
+    runs = {"taint": with_taint}
+    if without is not None:
+        runs["no_taint"] = without
+    if baseline is not None:
+        runs["baseline"] = baseline
     ok = all(
         r["phase"] == "Successful" and r["nodes_lost"] == 0 and r["pdb_violations"] == 0
-        for r in (with_taint, without)
+        for r in runs.values()
     )
+    extra: dict[str, Any] = {}
+    if baseline is not None:
+        extra["growth_over_baseline"] = _growth(baseline, with_taint)
     return {
+        **extra,
         "benchmark": "cycle",
         "version": __version__,
         "python": platform.python_version(),
@@ -293,7 +352,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "api_requests_per_node": with_taint["api_requests_per_node"],
         "cpu_seconds_per_node": with_taint["cpu_seconds_per_node"],
         "pod_moves_per_pod": with_taint["pod_moves_per_pod"],
-        "pod_moves_per_pod_without_taint": without["pod_moves_per_pod"],
+        "pod_moves_per_pod_without_taint": without["pod_moves_per_pod"] if without else None,
         "targets": {
             "duration_ratio": TARGET_DURATION_RATIO,
             "pod_moves_per_pod": TARGET_POD_MOVES,
@@ -301,8 +360,20 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             "pod_moves_met": with_taint["pod_moves_per_pod"] <= TARGET_POD_MOVES,
         },
         "all_runs_correct": ok,
-        "runs": {"taint": with_taint, "no_taint": without},
+        "manager_peak_rss_mib": with_taint["manager_peak_rss_mib"],
+        "runs": runs,
     }
+
+
+def _nodes_at(text: str) -> tuple[int, int]:
+    nodes, sep, concurrency = text.partition(":")
+    try:
+        pair = (int(nodes), int(concurrency))
+    except ValueError:
+        pair = (0, 0)
+    if not sep or pair[0] < 1 or pair[1] < 1:
+        raise argparse.ArgumentTypeError(f"--compare: {text!r} is not NODES:CONCURRENCY (200:20)")
+    return pair
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -315,6 +386,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--time-scale", type=float, default=5.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument(
+        "--compare",
+        type=_nodes_at,
+        metavar="NODES:CONCURRENCY",
+        default=None,
+        help="first roll this smaller cluster (with the taint), in the same run and on the same "
+        "machine load, and report how the per-node costs grow from it",
+    )
+    parser.add_argument(
+        "--profile-manager",
+        type=Path,
+        metavar="FILE",
+        default=None,
+        help="run the manager of the roll with the taint under cProfile, its stats written to "
+        "FILE (its CPU figures then include the profiler's cost)",
+    )
+    parser.add_argument(
+        "--taint-only",
+        action="store_true",
+        help="skip the second roll (the one without the pending-node taint)",
+    )
     parser.add_argument(
         "--manager-logs",
         type=Path,

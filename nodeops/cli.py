@@ -14,6 +14,27 @@ from nodeops.drain import command as drain_command
 from nodeops.kube.logging import configure as configure_logging
 
 
+def _count(text: str) -> int:
+    """A number of things: an empty cluster served by mistake helps nobody."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text}")
+    return value
+
+
 def _sim_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sim = sub.add_parser("sim", help="the simulated cluster")
     sim_sub = sim.add_subparsers(dest="sim_command", required=True)
@@ -23,11 +44,13 @@ def _sim_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         description="Serve a simulated Kubernetes API server with simulated kubelet, "
         "scheduler, workload controllers and cloud, and write a kubeconfig for it.",
     )
-    serve.add_argument("--nodes", type=int, default=3, help="nodes outside any scenario group")
-    serve.add_argument("--pods-per-node", type=int, default=0, help="pods on each of those nodes")
+    serve.add_argument("--nodes", type=_count, default=3, help="nodes outside any scenario group")
+    serve.add_argument(
+        "--pods-per-node", type=_count, default=0, help="pods on each of those nodes"
+    )
     serve.add_argument(
         "--node-groups",
-        type=int,
+        type=_count,
         default=0,
         help="without --scenario: this many cloud node groups of --nodes nodes each",
     )
@@ -35,7 +58,7 @@ def _sim_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=0, help="0 picks a free port")
     serve.add_argument("--kubeconfig-out", default="sim.kubeconfig", help="where to write it")
-    serve.add_argument("--time-scale", type=float, default=None, help="simulated s per wall s")
+    serve.add_argument("--time-scale", type=_positive, default=None, help="simulated s per wall s")
     serve.add_argument("--faults", default=None, help="fault injection spec")
     serve.add_argument("--seed", type=int, default=0)
     serve.add_argument("--auth", action="store_true", help="require bearer tokens")
@@ -81,6 +104,8 @@ class _JoinCommaLists(argparse.Action):
 
 
 def _run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from nodeops.run import add_plugin_arguments, run_flag_help
+
     run = sub.add_parser(
         "run",
         help="run the operator",
@@ -105,12 +130,16 @@ def _run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     run.add_argument("--leader-election-namespace", help="namespace of the Lease")
     run.add_argument("--leader-election-identity", help="this replica's identity")
     run.add_argument(
-        "--lease-duration", type=float, help="seconds before a lease not renewed may be taken"
+        "--lease-duration",
+        help=run_flag_help("lease_duration", "how long a lease not renewed is kept from others"),
     )
     run.add_argument(
-        "--renew-deadline", type=float, help="seconds the leader tries to renew before it stops"
+        "--renew-deadline",
+        help=run_flag_help("renew_deadline", "how long the leader tries to renew before it stops"),
     )
-    run.add_argument("--retry-period", type=float, help="seconds between lease acquire/renew tries")
+    run.add_argument(
+        "--retry-period", help=run_flag_help("retry_period", "between lease acquire/renew tries")
+    )
     run.add_argument(
         "--leader-election-watch",
         action=argparse.BooleanOptionalAction,
@@ -121,13 +150,13 @@ def _run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     run.add_argument("--health-addr", help="probe listen address, 0 to disable")
     run.add_argument("--log-level", help="debug, info, warning or error")
     run.add_argument("--log-format", help="auto, json or console")
-    run.add_argument("--drain-timeout", type=float, help="seconds to finish work on stop")
+    run.add_argument(
+        "--drain-timeout", help=run_flag_help("drain_timeout", "to finish work on stop")
+    )
     run.add_argument("--provider", help="the default cloud provider's name (aws, openstack, sim)")
     run.add_argument(
         "--provider-config", help="YAML file with a providers: block of provider settings"
     )
-    from nodeops.run import add_plugin_arguments
-
     add_plugin_arguments(run)
 
 
@@ -157,6 +186,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return drain_command.main(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command in ("demo", "sim"):
+        from nodeops.common.extras import MissingExtra, require
+
+        try:
+            require("sim")
+        except MissingExtra as exc:
+            print(f"nodeops {args.command}: {exc}", file=sys.stderr)
+            return 2
     if args.command == "crds":
         from nodeops.api import render_crds_yaml, write_all_crd_files
 
@@ -173,7 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         return demo_command.run(args)
     if args.command == "cycle":
-        return cycle_command.run(args)
+        return cycle_command.run(args, _rehearse)
     if args.command == "maintenance":
         configure_logging("warning", "console")
         return maintenance_command.run(args)
@@ -189,6 +226,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return attach_command.detach_from_args(args)
     parser.error("unknown command")
     return 2
+
+
+def _rehearse(args: argparse.Namespace) -> int:
+    """`cycle --rehearse`: on the simulator, which the cycle command itself may not import."""
+    from nodeops.common.extras import MissingExtra, require
+
+    try:
+        require("sim")
+    except MissingExtra as exc:
+        print(f"nodeops cycle --rehearse: {exc}", file=sys.stderr)
+        return 2
+    from nodeops.rehearse.command import run
+
+    return run(args)
+
+
+def kubectl_cycle(argv: Sequence[str] | None = None) -> int:
+    """`kubectl cycle ...`, `--rehearse` included."""
+    return cycle_command.kubectl_main(argv, _rehearse)
 
 
 if __name__ == "__main__":

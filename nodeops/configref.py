@@ -61,7 +61,17 @@ def _type_name(annotation: Any) -> str:
     return getattr(annotation, "__name__", str(annotation))
 
 
+def _field_type(info: FieldInfo) -> str:
+    from nodeops.api.settingduration import is_duration
+
+    return "duration" if is_duration(info) else _type_name(info.annotation)
+
+
 def _default(info: FieldInfo) -> str:
+    from nodeops.api.settingduration import format_setting_duration, is_duration
+
+    if is_duration(info) and isinstance(info.default, int | float):
+        return f"`{format_setting_duration(info.default)}`"
     if info.default_factory is not None:
         value = info.default_factory()  # type: ignore[call-arg]
     elif info.default is PydanticUndefined:
@@ -115,9 +125,7 @@ def _run_section() -> list[str]:
     for name, info in RunSettings.model_fields.items():
         flag = "--" + name.replace("_", "-")
         meaning = info.description or helps.get(flag, "")
-        rows.append(
-            (flag, (prefix + name).upper(), _type_name(info.annotation), _default(info), meaning)
-        )
+        rows.append((flag, (prefix + name).upper(), _field_type(info), _default(info), meaning))
     return ["## `nodeops run`", "", *_table(rows), ""]
 
 
@@ -141,7 +149,7 @@ def _plugin_section(name: str, description: str, settings: type[BaseModel]) -> l
             (
                 plugin_flag(name, field),
                 plugin_env(name, field),
-                _type_name(info.annotation),
+                _field_type(info),
                 _default(info),
                 info.description or "",
             )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import difflib
 import os
 import signal
 import socket
@@ -23,9 +24,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 
+from nodeops.api.settingduration import SettingDuration, format_setting_duration, is_duration
 from nodeops.common.yamlfile import ConfigFileError, load_yaml, read_config_text
 
 if TYPE_CHECKING:
@@ -47,15 +50,15 @@ class RunSettings(BaseSettings):
     leader_election_id: str = "nodeops-leader"
     leader_election_namespace: str | None = None
     leader_election_identity: str | None = None
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
+    lease_duration: SettingDuration = 15.0
+    renew_deadline: SettingDuration = 10.0
+    retry_period: SettingDuration = 2.0
     leader_election_watch: bool = True
     metrics_addr: str = ":8080"
     health_addr: str = ":8081"
     log_level: str = "info"
     log_format: str = "auto"
-    drain_timeout: float = 10.0
+    drain_timeout: SettingDuration = 10.0
     provider: str | None = None
     provider_config: str | None = None
 
@@ -79,6 +82,23 @@ class RunSettings(BaseSettings):
         if value not in ("auto", "json", "console"):
             raise ValueError("must be one of auto, json, console")
         return value
+
+
+def _duration_note(info: FieldInfo) -> str:
+    """`duration, default 168h` for a duration setting, else "": a bare number there is the
+    one value users misread (seconds? minutes?)."""
+    if not is_duration(info):
+        return ""
+    default = info.get_default(call_default_factory=True)
+    return (
+        "duration" if default is None else f"duration, default {format_setting_duration(default)}"
+    )
+
+
+def run_flag_help(field: str, text: str) -> str:
+    """The help of a `nodeops run` flag of `RunSettings.field`."""
+    note = _duration_note(RunSettings.model_fields[field])
+    return f"{text} ({note})" if note else text
 
 
 def settings_from_args(args: Any) -> RunSettings:
@@ -143,10 +163,12 @@ def add_plugin_arguments(parser: argparse.ArgumentParser) -> None:
         for field, info in plugin.settings.model_fields.items():
             flag = plugin_flag(plugin.name, field)
             env = plugin_env(plugin.name, field)
+            text = info.description or field.replace("_", " ")
+            note = _duration_note(info)
             kwargs: dict[str, Any] = {
                 "dest": _plugin_dest(plugin.name, field),
                 "default": None,
-                "help": f"{info.description or field.replace('_', ' ')} (env {env})",
+                "help": f"{text} ({note + '; ' if note else ''}env {env})",
             }
             if _is_bool(info.annotation):
                 kwargs["action"] = argparse.BooleanOptionalAction
@@ -192,7 +214,21 @@ def plugin_settings(
         field = str(err["loc"][0]) if err["loc"] else ""
         where = origin.get(field) or plugin_flag(plugin.name, field)
         shown = f" (got {err['input']!r})" if field in origin and err["type"] != "missing" else ""
-        raise ConfigProblem(f"{where}: {err['msg']}{shown}") from None
+        message = str(err["msg"]).removeprefix("Value error, ")
+        raise ConfigProblem(f"{where}: {message}{shown}") from None
+
+
+def unknown_controllers(unknown: list[str], known: Mapping[str, Any]) -> str:
+    """The names not known, the likely meant name of each misspelt one, and the choices."""
+    listed = ", ".join(sorted(known)) or "none"
+    guesses = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, list(known), n=1)
+        if close:
+            which = f" for {name!r}" if len(unknown) > 1 else ""
+            guesses.append(f"did you mean {close[0]!r}{which}?")
+    hint = f"; {' '.join(guesses)}" if guesses else ""
+    return f"unknown controller(s) {', '.join(unknown)}{hint} (available: {listed})"
 
 
 def load_provider_config(path: str) -> dict[str, Any]:
@@ -217,12 +253,14 @@ def _describe(exc: ValidationError) -> str:
 
 
 async def _run(settings: RunSettings, args: Any) -> int:
+    from nodeops.common.extras import MissingExtra
     from nodeops.controllers import PluginError, SetupContext, SetupError, plugins
     from nodeops.kube import errors
     from nodeops.kube.leaderelection import LeaderElectionConfig
     from nodeops.kube.manager import Manager
     from nodeops.kube.oneshot import KubeconfigError, load_client
     from nodeops.providers.base import ProviderConfigError
+    from nodeops.providers.registry import provider_class
 
     try:
         if getattr(args, _PLUGIN_ERROR, None):
@@ -233,12 +271,7 @@ async def _run(settings: RunSettings, args: Any) -> int:
         return EXIT_CONFIG
     unknown = [c for c in settings.controllers if c not in known]
     if unknown:
-        listed = ", ".join(sorted(known)) or "none"
-        print(
-            f"nodeops run: --controllers: unknown controller(s) {', '.join(unknown)} "
-            f"(available: {listed})",
-            file=sys.stderr,
-        )
+        print(f"nodeops run: --controllers: {unknown_controllers(unknown, known)}", file=sys.stderr)
         return EXIT_CONFIG
     try:
         chosen = [
@@ -250,6 +283,14 @@ async def _run(settings: RunSettings, args: Any) -> int:
     except ConfigProblem as exc:
         print(f"nodeops run: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+    if settings.provider:
+        # Loaded before connecting: an unknown name or a cloud SDK left out of the install
+        # (its extra) is a configuration mistake, reported as one line at once.
+        try:
+            provider_class(settings.provider, key="--provider")
+        except ProviderConfigError as exc:
+            print(f"nodeops run: {exc}", file=sys.stderr)
+            return EXIT_CONFIG
     try:
         client = await load_client(settings.kubeconfig, settings.context)
     except KubeconfigError as exc:
@@ -292,8 +333,9 @@ async def _run(settings: RunSettings, args: Any) -> int:
     try:
         for plugin, plugin_values in chosen:
             await plugin.setup(context, plugin_values)
-    except (SetupError, ProviderConfigError) as exc:
+    except (SetupError, ProviderConfigError, MissingExtra) as exc:
         print(f"nodeops run: {exc}", file=sys.stderr)
+        await context.close_providers()
         await client.close()
         return EXIT_CONFIG
     loop = asyncio.get_running_loop()
@@ -303,7 +345,10 @@ async def _run(settings: RunSettings, args: Any) -> int:
     try:
         return await manager.run()
     finally:
-        await client.close()
+        try:
+            await context.close_providers()
+        finally:
+            await client.close()
 
 
 def run_from_args(args: Any) -> int:

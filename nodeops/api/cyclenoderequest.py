@@ -11,7 +11,8 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Final, Literal, Self
 
-from pydantic import AwareDatetime, Field, model_validator
+from pydantic import AwareDatetime, ConfigDict, Field, model_validator
+from pydantic.config import JsonDict
 
 from nodeops.api.conditions import Conditions
 from nodeops.api.cycling import (
@@ -66,8 +67,24 @@ def check_request_name(name: str) -> str | None:
     return None
 
 
+NODE_GROUP_REQUIRED: Final[JsonDict] = {
+    # What `check_selection` refuses about the groups, refused by the API server as well.
+    "x-kubernetes-validations": [
+        {
+            "rule": "(has(self.nodeGroupName) && self.nodeGroupName != '') || "
+            "(has(self.nodeGroupsList) && size(self.nodeGroupsList) > 0)",
+            "message": "name a node group here or in nodeGroupsList",
+            "fieldPath": ".nodeGroupName",
+            "reason": "FieldValueRequired",
+        }
+    ]
+}
+
+
 class CycleNodeRequestSpec(ApiModel):
     """Which nodes to replace and how."""
+
+    model_config = ConfigDict(json_schema_extra=NODE_GROUP_REQUIRED)
 
     node_group_name: str = ""
     """Name of the cloud node group (an Auto Scaling group) whose nodes are replaced."""

@@ -17,7 +17,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from nodeops.api.duration import Duration, parse_duration
 from nodeops.api.errors import FieldProblem
-from nodeops.api.meta import ApiModel
+from nodeops.api.meta import ApiModel, NonNegativeInt64
 
 __all__ = [
     "CNR_PHASES",
@@ -256,13 +256,29 @@ class PreTerminationCheck(ApiModel):
 class CycleSettings(ApiModel):
     """How the nodes are cycled."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            # The API server refuses what the model refuses, so the CLI, the observer, the
+            # controller and kubectl agree on it.
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.cyclingTimeout) || self.cyclingTimeout >= duration('0s')",
+                    "message": "must not be negative",
+                    "fieldPath": ".cyclingTimeout",
+                }
+            ]
+        }
+    )
+
     method: Method = "Drain"
     """Drain evicts the node's pods (drain rules, order and PodDisruptionBudgets respected).
     Wait first waits for pods annotated nodeops.dev/do-not-disrupt=true (also
     cyclops.atlassian.com/do-not-disrupt=true and karpenter.sh/do-not-disrupt, whose value may
     be a duration after the pod's start) to finish, then drains the rest."""
-    concurrency: Annotated[int, Field(ge=-(2**63), le=2**63 - 1)] = 0
-    """How many nodes this request works on at once. 0 or less: the number of selected nodes."""
+    concurrency: NonNegativeInt64 = 0
+    """How many nodes a request works on at once; 0: every selected node at once. On a
+    NodeGroup, 0 switches cycling off (`nodeops cycle` and the observer make no request from
+    it unless `--concurrency` overrides it)."""
     labels_to_remove: list[str] | None = Field(
         default=None, json_schema_extra={"x-kubernetes-list-type": "atomic"}
     )
@@ -276,7 +292,7 @@ class CycleSettings(ApiModel):
     """Wait only: pods in these namespaces are not waited for."""
     cycling_timeout: Duration | None = None
     """How long one node may take from the start of its CycleNodeStatus; the manager's
-    default (3h) when unset or not positive."""
+    default (3h) when unset or 0. Must not be negative."""
     drain_deadline: Duration | None = None
     """How long draining one node may take before `onDrainDeadline` applies; no deadline when
     unset."""
@@ -289,6 +305,18 @@ class CycleSettings(ApiModel):
     wait_for_capacity: bool = True
     """Before draining a batch, check that its pods fit on the ready nodes (requests, taints,
     node selectors) and wait for the new nodes rather than leave pods Pending."""
+
+    @field_validator("cycling_timeout")
+    @classmethod
+    def _timeout(cls, value: str | None) -> str | None:
+        if value is not None and parse_duration(value) < 0:
+            raise FieldProblem("", f"Invalid value: {value!r}: must not be negative")
+        return value
+
+    def concurrency_for(self, selected: int) -> int:
+        """The most nodes a request works on at once, given how many it selected: its
+        concurrency, where 0 means every selected node (Cyclops's meaning); at least 1."""
+        return max(1, selected) if self.concurrency == 0 else self.concurrency
 
     @field_validator("labels_to_remove")
     @classmethod

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Final, Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
-from nodeops.api.cyclenoderequest import check_selection, node_group_names
+from nodeops.api.cyclenoderequest import NODE_GROUP_REQUIRED, check_selection, node_group_names
 from nodeops.api.cycling import (
     Budgets,
     CycleSettings,
@@ -39,6 +39,8 @@ Names = Annotated[
 
 class NodeGroupSpec(ApiModel):
     """How the nodes of some cloud node groups are cycled."""
+
+    model_config = ConfigDict(json_schema_extra=NODE_GROUP_REQUIRED)
 
     node_group_name: str = ""
     """Name of the cloud node group."""

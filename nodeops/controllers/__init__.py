@@ -16,8 +16,9 @@ are listed below, one line each; other distributions add theirs through the
 
 Keep a controller package's top level light (the settings model and `setup`, importing the rest
 inside `setup`): every `nodeops` command loads the plugins to build `nodeops run`'s flags.
-Controllers never import each other; shared logic lives in `nodeops.kube`, `nodeops.drain` and
-`nodeops.providers`.
+Controllers never import each other; what they share lives in the controller kit
+(`nodeops.controllers.kit`: predicates, drain passes, the status writer, the clock, events,
+channel sources) and below it in `nodeops.kube`, `nodeops.drain` and `nodeops.providers`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import importlib
 import importlib.metadata
 import re
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 
 from pydantic import BaseModel
@@ -53,6 +54,7 @@ BUILTIN: tuple[str, ...] = (
     "nodeops.controllers.cycling",
     "nodeops.controllers.cycling:OBSERVER_PLUGIN",
     "nodeops.controllers.detacher",
+    "nodeops.controllers.esx",
     "nodeops.controllers.kubernikus",
     "nodeops.controllers.maintenance",
 )
@@ -87,6 +89,8 @@ class SetupContext:
     provider_config: Mapping[str, Any] | None = None
     #: The file `provider_config` came from, for error messages.
     provider_config_file: str | None = None
+    #: Every provider built through `create_provider`, closed by `close_providers`.
+    created: list[Provider] = field(default_factory=list, repr=False)
 
     def create_provider(self, name: str | None = None) -> Provider:
         """Build provider `name` (default: `--provider`) from its block of the config file.
@@ -100,7 +104,15 @@ class SetupContext:
         block = (self.provider_config or {}).get("providers") or {}
         if not isinstance(block, Mapping):
             raise ProviderConfigError(f"{where}: providers", "expected a mapping of providers")
-        return create_provider(chosen, block.get(chosen), key=f"{where}: providers.{chosen}")
+        provider = create_provider(chosen, block.get(chosen), key=f"{where}: providers.{chosen}")
+        self.created.append(provider)
+        return provider
+
+    async def close_providers(self) -> None:
+        """Close every provider built here, once the controllers have stopped: their HTTP
+        sessions would otherwise be left to the garbage collector, which complains on exit."""
+        while self.created:
+            await self.created.pop().close()
 
 
 @dataclass(frozen=True)

@@ -120,7 +120,7 @@ async def _demo(args: argparse.Namespace) -> dict[str, Any]:
     from nodeops.controllers.cycling.progress import RollView, roll_state
     from nodeops.controllers.cycling.resources import CYCLENODESTATUSES
     from nodeops.demo.scenario import demo_scenario, group_names
-    from nodeops.demo.world import OPERATOR_NAMESPACE, World, WorldOptions, api_requests
+    from nodeops.demo.world import OPERATOR_NAMESPACE, World, WorldOptions
     from nodeops.kube.client import Client
     from nodeops.kube.logging import configure
     from nodeops.kube.resources import PODS
@@ -155,7 +155,11 @@ async def _demo(args: argparse.Namespace) -> dict[str, Any]:
         groups = group_names(args.groups)[: len(scenario.node_groups)]
         desired = {g: world.cloud.state.groups[g].desired for g in groups}
         nodes_before = sum(desired.values())
-        print(_introduction(scenario, groups, pods_at_start, args), file=sys.stderr, flush=True)
+        print(
+            _introduction(scenario, groups, pods_at_start, args, live=view.live),
+            file=sys.stderr,
+            flush=True,
+        )
         sim_start = world.clock.now()
         await world.create_request(_request(groups, args.concurrency, args.method))
         deadline = time.monotonic() + args.timeout
@@ -197,7 +201,7 @@ async def _demo(args: argparse.Namespace) -> dict[str, Any]:
             "message": status.get("message") or "",
             "simulated_seconds": round(simulated, 1),
             "wall_seconds": round(time.monotonic() - wall_start, 2),
-            "api_requests": api_requests(stats),
+            "api_requests": world.operator_requests,
             "cloud_requests": _cloud_requests(stats),
             "requests_sent": world.requests_sent,
             "requests_failed": world.requests_failed,
@@ -211,8 +215,11 @@ async def _demo(args: argparse.Namespace) -> dict[str, Any]:
         await world.stop()
 
 
-def _introduction(scenario: Any, groups: list[str], pods: int, args: argparse.Namespace) -> str:
-    """What is about to happen, so that the lines that follow read as a story."""
+def _introduction(
+    scenario: Any, groups: list[str], pods: int, args: argparse.Namespace, *, live: bool
+) -> str:
+    """What is about to happen, so that what follows reads as a story: on a terminal one live
+    view redrawn in place, elsewhere a line per change."""
     workloads = []
     for w in scenario.workloads:
         budget = ""
@@ -224,14 +231,21 @@ def _introduction(scenario: Any, groups: list[str], pods: int, args: argparse.Na
             )
             budget = f" (budget {limit} {value})"
         workloads.append(f"{w.kind} {w.namespace}/{w.name}{budget}")
+    shown = (
+        "Below, updated in place: a bar of nodes replaced per group, then the request's phase, "
+        "nodes in progress, pods moved, requests failed and what the roll waits for."
+        if live
+        else "A line at each change: the simulated time, the request's phase, nodes replaced "
+        "per group, nodes in progress, pods moved, requests failed, and below it what the roll "
+        "waits for."
+    )
     return (
         f"A simulated cluster: {sum(g.size for g in scenario.node_groups)} nodes in cloud node "
         f"groups {', '.join(groups)}; {pods} pods of {', '.join(workloads)}; clients sending "
         "100 requests a second through a load balancer to shop/web.\n"
         f"Replacing every node, {args.concurrency} at a time ({args.method}), with "
         f"CycleNodeRequest {REQUEST}; simulated time runs {args.time_scale:g} times as fast as "
-        "the wall clock. Each line: the request's phase, nodes replaced per group, nodes in "
-        "progress, pods moved, requests failed, and below it what the roll waits for.\n"
+        f"the wall clock. {shown}\n"
     )
 
 

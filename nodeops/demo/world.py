@@ -121,6 +121,7 @@ class World:
         self.observer: Observer | None = None
         self.notifier: Notifier | None = None
         self._task: asyncio.Task[int] | None = None
+        self._requests_base = 0
 
     @property
     def time(self) -> TimeBase:
@@ -130,6 +131,15 @@ class World:
     def stats(self) -> RequestStats:
         """Requests counted by the simulator: all of them, or only the cloud's when attached."""
         return self.cloud.stats if self.attachment is not None else self.sim.server.stats
+
+    @property
+    def operator_requests(self) -> int:
+        """Kubernetes API requests of the operator since the scene was set: the simulated
+        server's count, or the client's own where the server is not ours."""
+        if self.attachment is None:
+            return api_requests(self.sim.server.stats.snapshot())
+        assert self.client is not None
+        return self.client.requests - self._requests_base
 
     def api_client(self, **options: Any) -> Client:
         """A client of the cluster's API server, as the admin of the simulated one or with the
@@ -199,6 +209,7 @@ class World:
             faults = self.cloud.faults if self.attachment is not None else self.sim.server.faults
             faults.update(self.options.faults, seed=self.options.seed)
         self.stats.reset()
+        self._requests_base = self.client.requests
         self.record.start()
         # Clients behind the load balancers: the simulated cloud's traffic, whose records say
         # which requests failed and why.
@@ -300,10 +311,24 @@ class World:
         raise TimeoutError(f"workloads not ready after {timeout:g}s ({ready} of {want} pods)")
 
     async def create_request(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Create the roll's request. The injected faults are for the operator: a create they
+        answer with a 5xx or cut off is sent again, and one that happened meanwhile is read."""
         assert self.client is not None
-        return await self.client.create(
-            CYCLENODEREQUESTS, self._labelled(dict(body)), OPERATOR_NAMESPACE
-        )
+        labelled = self._labelled(dict(body))
+        attempts = 10
+        for attempt in range(attempts):
+            try:
+                return await self.client.create(CYCLENODEREQUESTS, labelled, OPERATOR_NAMESPACE)
+            except errors.AlreadyExists:
+                if attempt == 0:
+                    raise  # not ours: a request of that name was there before
+                name = str(labelled["metadata"]["name"])
+                return await self.client.get(CYCLENODEREQUESTS, name, OPERATOR_NAMESPACE)
+            except (errors.ServerError, errors.ConnectionFailed, errors.RequestTimeout):
+                if attempt == attempts - 1:
+                    raise
+                await asyncio.sleep(0.2 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     async def request(self, name: str) -> dict[str, Any] | None:
         assert self.client is not None

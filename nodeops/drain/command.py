@@ -29,8 +29,10 @@ from nodeops.common.cliargs import (
     parse_int,
     resource_name,
 )
-from nodeops.drain.engine import Drainer, DrainError, DrainProgress
+from nodeops.drain.engine import Drainer
+from nodeops.drain.errors import DrainError
 from nodeops.drain.options import DrainOptions
+from nodeops.drain.results import DrainProgress
 from nodeops.drain.sources import WatchedCluster
 from nodeops.drain.targets import select_nodes
 from nodeops.kube import errors

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 import structlog
 
 from nodeops.kube.errors import CacheSyncTimeout, KubeError
-from nodeops.kube.informer import Informer, Obj
+from nodeops.kube.informer import Informer, Obj, wait_all_synced
 from nodeops.kube.metrics import (
     ACTIVE_WORKERS,
     MAX_CONCURRENT_RECONCILES,
@@ -351,12 +351,7 @@ class Controller:
         for inf in self.sources:
             if not inf.started:
                 inf.start()
-        waits = [inf.wait_synced() for inf in self.sources if not inf.has_synced]
-        if not waits:
-            return
-        try:
-            await asyncio.wait_for(asyncio.gather(*waits), self.sync_timeout)
-        except TimeoutError:
+        if not await wait_all_synced(self.sources, self.sync_timeout):
             laggards = [inf for inf in self.sources if not inf.has_synced]
             described = ", ".join(
                 inf.resource.key + (f" ({inf.last_error})" if inf.last_error else "")
@@ -365,7 +360,7 @@ class Controller:
             raise CacheSyncTimeout(
                 f"controller {self.name}: caches did not sync within {self.sync_timeout}s: "
                 f"{described}"
-            ) from None
+            )
 
     async def _run(self) -> None:
         await self.wait_for_sources()

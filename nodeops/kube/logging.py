@@ -7,6 +7,7 @@ controller, so every line a reconciler logs says what it was working on.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from typing import Any
 
@@ -47,7 +48,9 @@ def configure(level: str = "info", fmt: str = "auto") -> None:
             structlog.processors.JSONRenderer(),
         ]
     else:
-        processors.append(structlog.dev.ConsoleRenderer())
+        # Colour only for a terminal: escape codes in a file or pipe are noise (NO_COLOR: never).
+        colors = sys.stderr.isatty() and not os.environ.get("NO_COLOR")
+        processors.append(structlog.dev.ConsoleRenderer(colors=colors))
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),

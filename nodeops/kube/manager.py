@@ -31,7 +31,7 @@ from nodeops.kube.controller import Controller
 from nodeops.kube.errors import CacheSyncTimeout
 from nodeops.kube.events import EventRecorder
 from nodeops.kube.health import Check, Checks
-from nodeops.kube.informer import Informer, InformerFactory
+from nodeops.kube.informer import Informer, InformerFactory, wait_all_synced
 from nodeops.kube.leaderelection import LeaderElectionConfig, LeaderElector
 from nodeops.kube.metrics import REGISTRY, RUNNABLE_FAILURES
 
@@ -352,14 +352,7 @@ class Manager:
 
     async def _wait_caches(self) -> bool:
         """Wait for every informer known now to sync, bounded by the sync timeout."""
-        waits = [i.wait_synced() for i in self._all_informers() if not i.has_synced]
-        if not waits:
-            return True
-        try:
-            await asyncio.wait_for(asyncio.gather(*waits), self.sync_timeout)
-        except TimeoutError:
-            return False
-        return True
+        return await wait_all_synced(self._all_informers(), self.sync_timeout)
 
     async def _wait(
         self, awaitable: Awaitable[Any], watch: asyncio.Task[None] | None = None

@@ -194,6 +194,14 @@ INFORMER_LIST_WATCH_FAILURES = Counter(
     ["resource", "error"],
     registry=REGISTRY,
 )
+INFORMER_STALE = Histogram(
+    "nodeops_informer_stale_seconds",
+    "How long an informer's synced cache stayed behind after a failed list/watch or an expired "
+    "watch, until its next sync or watch was established",
+    ["resource"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0),
+    registry=REGISTRY,
+)
 READ_YOUR_WRITES_WAIT = Histogram(
     "nodeops_read_your_writes_wait_seconds",
     "How long a write waited for the manager's informers to show it",

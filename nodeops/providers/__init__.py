@@ -5,7 +5,9 @@
 finds providers through the `nodeops.providers` entry-point group and builds them from their
 configuration block; `nodeops.providers.retry` is the retry loop every provider calls through.
 Concrete providers (`aws`, `openstack`, `sim`) are imported only when selected, so their SDKs
-load only where they are used.
+load only where they are used; the clouds' SDKs are installed with the extras of the same names
+(`nodeops[aws]`, `nodeops[openstack]`), and a provider whose extra is missing is refused with a
+`ProviderConfigError` that says what to install.
 """
 
 from nodeops.providers.base import (

@@ -19,6 +19,7 @@ from typing import Any, Final, cast
 
 from pydantic import BaseModel, ValidationError
 
+from nodeops.common.extras import MissingExtra
 from nodeops.providers.base import Provider, ProviderConfigError
 
 __all__ = [
@@ -76,6 +77,8 @@ def provider_class(
     ep = _select(name, key, group)
     try:
         loaded = ep.load()
+    except MissingExtra as exc:
+        raise ProviderConfigError(key, str(exc)) from exc
     except Exception as exc:
         raise ProviderConfigError(key, f"cannot load {ep.value!r}: {exc}") from exc
     config = getattr(loaded, "Config", None)

@@ -1,8 +1,9 @@
 """The Containerfile: linted by hadolint, and its install steps reproduced without a container
 engine. The wheel is built and installed into a fresh virtual environment the way the image's
-final stage does it, with only the dependencies the package declares, and the installed
-`nodeops` is run by an unprivileged user who can write nothing there: `--help`, `crds`, and the
-operator itself against a simulated cluster until it is ready and stops cleanly."""
+final stage does it, with only the dependencies the package declares for the extras the image
+names, and the installed `nodeops` is run by an unprivileged user who can write nothing there:
+`--help`, `crds`, the providers, `demo` refused for want of the simulator, and the operator
+itself against a simulated cluster until it is ready and stops cleanly."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from packaging.utils import canonicalize_name
 
 from nodeops import __version__
 from nodeops.api import render_crds_yaml
+from nodeops.common.extras import EXTRAS
 from nodeops.sim.serve import SimCluster, SimOptions
 from tests.repo import ROOT
 
@@ -80,6 +82,14 @@ def build_args() -> dict[str, str]:
     }
 
 
+def image_requirement() -> Requirement:
+    """What the final stage installs: `nodeops[extras]==${VERSION}`."""
+    runs = [rest for word, rest in stages()[-1] if word == "RUN"]
+    found = re.findall(r'"(nodeops(?:\[[\w,]+\])?)==\$\{VERSION\}"', " ".join(runs))
+    assert len(found) == 1, runs
+    return Requirement(found[0])
+
+
 def test_hadolint_finds_nothing() -> None:
     done = subprocess.run(
         [hadolint(), "--failure-threshold", "style", str(CONTAINERFILE)],
@@ -111,12 +121,24 @@ def test_wheels_are_built_first_and_only_installed_last() -> None:
     assert len(runs) == 1
     (run,) = runs
     assert "from=build" in run and "--no-index" in run  # nothing fetched in the final stage
-    assert '"nodeops==${VERSION}"' in run and build_args()["VERSION"] == __version__
+    assert build_args()["VERSION"] == __version__
+    # The build stage builds the wheels of the extras the final stage installs: with --no-index
+    # a wheel it forgot would fail the install.
+    extras = image_requirement().extras
+    (wheel,) = [rest for word, rest in build if word == "RUN" and "pip wheel" in rest]
+    built = re.search(r'"\.\[([\w,]+)\]"$', wheel)
+    assert built and set(built.group(1).split(",")) == extras, wheel
     # No installer or compiler is left: pip leaves with setuptools and wheel, nothing else is
     # installed (no package manager runs), nothing is copied in from the build context.
     assert re.search(r"pip uninstall --yes pip setuptools wheel$", run), run
     assert not any(word in ("COPY", "ADD") for word, _ in final)
     assert not re.search(r"apt-get|apk |gcc|make ", run)
+
+
+def test_the_image_holds_the_operator_not_the_simulator() -> None:
+    """Every cloud SDK a controller or provider may need is in; the simulator (tests, demo) is
+    not."""
+    assert image_requirement().extras == set(EXTRAS) - {"sim"}
 
 
 def test_runs_nodeops_as_an_unprivileged_user() -> None:
@@ -155,12 +177,13 @@ def copy_build_context(target: Path) -> None:
 
 
 def runtime_distributions() -> list[importlib.metadata.Distribution]:
-    """Every distribution nodeops needs at run time, by its declared requirements and the
-    extras they ask for: the test dependencies of this environment stay out, so an undeclared
-    import fails."""
+    """Every distribution nodeops needs at run time, by its declared requirements for the
+    image's extras and the extras they ask for: the test dependencies of this environment (and
+    the simulator's) stay out, so an undeclared import fails."""
     found: dict[str, importlib.metadata.Distribution] = {}
     extras: dict[str, set[str]] = {}
-    todo = [(Requirement(r), {""}) for r in importlib.metadata.requires("nodeops") or []]
+    image = {"", *image_requirement().extras}
+    todo = [(Requirement(r), image) for r in importlib.metadata.requires("nodeops") or []]
     while todo:
         req, wanted_by = todo.pop()
         if req.marker is not None and not any(req.marker.evaluate({"extra": e}) for e in wanted_by):
@@ -173,6 +196,11 @@ def runtime_distributions() -> list[importlib.metadata.Distribution]:
         dist = found[name] = importlib.metadata.distribution(name)
         todo.extend((Requirement(r), extras[name]) for r in dist.requires or [])
     return list(found.values())
+
+
+def provides(dist: importlib.metadata.Distribution, module: str) -> bool:
+    path = module.replace(".", "/")
+    return any(str(f) == f"{path}.py" or str(f).startswith(f"{path}/") for f in dist.files or ())
 
 
 def copy_installed(dist: importlib.metadata.Distribution, site_packages: Path) -> None:
@@ -266,7 +294,7 @@ def _install(python: str, root: Path) -> Iterator[Path]:
         copy_installed(dist, site)
     run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
          "--no-cache-dir", "--no-index", "--find-links", str(wheels), "--compile",
-         f"nodeops=={__version__}"])  # fmt: skip
+         f"{image_requirement()}=={__version__}"])  # fmt: skip
     run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "check"])
     if os.geteuid() != 0:
         run(["chmod", "-R", "a-w", str(venv)])
@@ -296,12 +324,25 @@ def test_the_installed_command_answers(installed: Path) -> None:
     check = "from nodeops.providers import available_providers as a, create_provider as c; print(a()); c('aws', {}); c('openstack', {'cloud': 'x'})"
     done = run([str(installed / "bin" / "python"), "-c", check], env=image_env(installed), cwd="/", **as_user())  # fmt: skip
     assert done.stdout.strip() == "['aws', 'openstack', 'sim']"
-    # Only what nodeops declares is there: this environment's test tools are not.
-    isolated = (
-        "import importlib.util as u; print([m for m in ('pytest', 'moto') if u.find_spec(m)])"
-    )
+    # Only what nodeops declares is there: this environment's test tools are not, nor the
+    # simulator's packages but those the image's extras need themselves.
+    sim = list(EXTRAS["sim"].modules)
+    held = [m for m in sim if any(provides(d, m) for d in runtime_distributions())]
+    assert held != sim
+    isolated = f"from nodeops.common.extras import _importable as i; print([m for m in {['pytest', 'moto', *sim]!r} if i(m)])"
     done = run([str(installed / "bin" / "python"), "-c", isolated], env=image_env(installed))
-    assert done.stdout.strip() == "[]"
+    assert done.stdout.strip() == repr(held)
+    # So the demo says what to install, in one line, instead of failing on an import.
+    demo = subprocess.run(
+        [str(installed / "bin" / "nodeops"), "demo"], capture_output=True, text=True,
+        timeout=60, env=image_env(installed), cwd="/", **as_user(),
+    )  # fmt: skip
+    assert demo.returncode == 2 and demo.stdout == "", demo.stdout + demo.stderr
+    missing = next(m for m in sim if m not in held)
+    assert demo.stderr.splitlines() == [
+        f"nodeops demo: the simulator needs the 'sim' extra (no module named {missing!r}): "
+        "pip install 'nodeops[sim]'"
+    ]
     assert snapshot(installed) == before
 
 

@@ -105,6 +105,9 @@ async def test_cycle_creates_and_watches(tmp_path: Path) -> None:
         code, out, err = await run("-l", "team=x", "--name", "roll", "--watch", kubeconfig=config)
         assert code == 0, out + err
         assert "created" in out and "Successful" in out
+        # A real cluster's roll: no simulated clock, no demo request counts shown as zeros.
+        assert "pods moved" in err
+        assert "simulated" not in err and "requests failed" not in err
         (made,) = await requests(w)
         assert made["metadata"]["name"].startswith("roll-")
         assert made["spec"]["nodeGroupName"] == "workers-a"

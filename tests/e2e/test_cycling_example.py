@@ -5,6 +5,7 @@ it, the example request applied with kubectl and watched to Successful."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.kubectl import kubectl_ok as kubectl
+from tests.unit.docs.test_cycling_walkthrough import kubectl_age, least_roll_seconds
 
 from .conftest import free_port, nodeops, stop
 
@@ -81,6 +83,9 @@ def test_the_documented_walk_through(tmp_path: Path) -> None:
         assert phase == "Successful"
         table = kubectl(config, "get", "cnr", "-n", "nodeops-system")
         assert "web-roll" in table and "Successful" in table
+        # The page's ages are the simulator's: at least a boot of each of the two batches.
+        [age] = re.findall(r"web-roll .* (\S+)\n", table)
+        assert kubectl_age(age) >= least_roll_seconds(), table
         after = set(kubectl(config, "get", "nodes", "-l", "workload=web", "-o", "name").split())
         assert len(after) == len(before) == 4 and not before & after
         kubectl(config, "apply", "-f", str(EXAMPLES / "cycling" / "nodegroup.yaml"))

@@ -115,5 +115,6 @@ async def test_run_explain_and_info(tmp_path: Path, sim_cluster: Path) -> None:
         )  # fmt: skip
         parsed = json.loads(js.stdout)
         assert parsed["profiles"][0]["applied"]["transitions"][0]["passed"] is False
+        assert "blockedByProfileNote" not in parsed  # one profile: nothing else can block it
     finally:
         assert stop(proc) == 0, proc.stdout.read() if proc.stdout else ""

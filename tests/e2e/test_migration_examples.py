@@ -16,11 +16,13 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 import yaml
 
+from nodeops.api.drainrule import NodeDrainRule
+from nodeops.api.labelselector import LabelSelector
 from tests.repo import DOCS, ROOT
 
 from .conftest import nodeops, stop
@@ -101,6 +103,33 @@ CAPI_PAGE = "migrating-from-cluster-api-drain-rules.md"
 RULES = EXAMPLES / "drain-rules"
 
 
+def convert(mdr: dict[str, Any], cluster_labels: dict[str, str]) -> dict[str, Any] | None:
+    """The page's conversion of a MachineDrainRule for one workload cluster (None: no rule
+    there): `drain` and `pods` unchanged, the namespace dropped, the `machines` entries that
+    select the cluster turned into `nodes`, none at all when one of them selects every node."""
+    spec: dict[str, Any] = {"drain": mdr["spec"]["drain"]}
+    machines = mdr["spec"].get("machines")
+    if machines:
+        kept = [
+            m
+            for m in machines
+            if "clusterSelector" not in m
+            or LabelSelector.model_validate(m["clusterSelector"]).matches(cluster_labels)
+        ]
+        if not kept:
+            return None
+        if all("selector" in m for m in kept):
+            spec["nodes"] = [{"selector": m["selector"]} for m in kept]
+    if "pods" in mdr["spec"]:
+        spec["pods"] = mdr["spec"]["pods"]
+    return {
+        "apiVersion": "nodeops.dev/v1alpha1",
+        "kind": "NodeDrainRule",
+        "metadata": {"name": mdr["metadata"]["name"]},
+        "spec": spec,
+    }
+
+
 def test_machine_drain_rules_convert_as_the_page_says() -> None:
     """`drain` and `pods` unchanged, `machines[].selector` become `nodes[].selector`, the
     cluster selector and the namespace dropped: the two example files are one set of rules."""
@@ -113,11 +142,38 @@ def test_machine_drain_rules_convert_as_the_page_says() -> None:
         ndr = node_rules[name]
         assert mdr["kind"] == "MachineDrainRule" and ndr["kind"] == "NodeDrainRule"
         assert "namespace" not in ndr["metadata"]
-        assert ndr["spec"]["drain"] == mdr["spec"]["drain"], name
-        assert ndr["spec"].get("pods") == mdr["spec"].get("pods"), name
-        machines = mdr["spec"].get("machines")
-        nodes = [{"selector": m["selector"]} for m in machines] if machines else None
-        assert ndr["spec"].get("nodes") == nodes, name
+        assert convert(mdr, {"env": "prod"}) == {
+            k: ndr[k] for k in ("apiVersion", "kind", "metadata", "spec")
+        }, name
+        NodeDrainRule.model_validate(ndr)
+
+
+def test_an_entry_with_only_a_cluster_selector_selects_every_node_there() -> None:
+    documented(CAPI_PAGE, "### Entries with only a `clusterSelector`", "leave `nodes`\n  out")
+    mdr = {
+        "apiVersion": "cluster.x-k8s.io/v1beta2",
+        "kind": "MachineDrainRule",
+        "metadata": {"name": "prod-db-last", "namespace": "fleet"},
+        "spec": {
+            "drain": {"behavior": "Drain", "order": 50},
+            "machines": [
+                {"clusterSelector": {"matchLabels": {"env": "prod"}}},
+                {"selector": {"matchLabels": {"pool": "db"}}, "clusterSelector": {}},
+            ],
+            "pods": [{"selector": {"matchLabels": {"tier": "db"}}}],
+        },
+    }
+    prod = convert(mdr, {"env": "prod"})
+    assert prod is not None and "nodes" not in prod["spec"]
+    rule = NodeDrainRule.model_validate(prod)
+    assert rule.spec.nodes is None  # every node of the cluster
+    dev = convert(mdr, {"env": "dev"})  # the empty cluster selector selects every cluster
+    assert dev is not None and dev["spec"]["nodes"] == [
+        {"selector": {"matchLabels": {"pool": "db"}}}
+    ]
+    NodeDrainRule.model_validate(dev)
+    only_prod = {**mdr, "spec": {**mdr["spec"], "machines": mdr["spec"]["machines"][:1]}}
+    assert convert(only_prod, {"env": "dev"}) is None
 
 
 def test_cluster_api_drain_rules_walk_through(tmp_path: Path) -> None:
@@ -322,6 +378,15 @@ def test_the_migration_pages_link_what_exists() -> None:
 # --------------------------------------------------------------------------------- Cyclops
 
 CYCLOPS_PAGE = "migrating-from-cyclops.md"
+
+
+def test_the_cyclops_examples_say_what_they_are() -> None:
+    """Modelled on Cyclops's documentation, in its format: not quotes of its README."""
+    for path in sorted((EXAMPLES / "cyclops").glob("*.yaml")):
+        header = path.read_text().split("\napiVersion:", 1)[0]
+        assert "in Cyclops's format, modelled on" in " ".join(header.split()), path.name
+        assert "README writes" not in header, path.name
+    documented("migrating-from-cyclops.md", "modelled on the examples of Cyclops's documentation")
 
 
 def test_cyclops_manifests_convert_with_the_documented_command(tmp_path: Path) -> None:

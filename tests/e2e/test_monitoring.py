@@ -45,7 +45,7 @@ GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$job": "nodeops-metrics"}
 # Labels of our own that a scrape renames (to exported_<name>) because the target has them too.
 # Queries cannot name them as exported; the runbooks say where they went.
 RENAMED_BY_THE_SCRAPE: set[tuple[str, str]] = set()
-CONTROLLERS = "cycling,cycling-observer,detacher,maintenance,kubernikus"
+CONTROLLERS = "cycling,cycling-observer,detacher,maintenance,kubernikus,esx"
 SUFFIXES = {
     "counter": ("_total", "_created"),
     "gauge": ("",),
@@ -175,6 +175,7 @@ def scrape(tmp_path_factory: pytest.TempPathFactory) -> str:
         (tmp / "providers.yaml").write_text(f"providers:\n  sim:\n    url: {url}\n")
         (tmp / "maintenance.yaml").write_text(MAINTENANCE)
         (tmp / "kubernikus.yaml").write_text(KUBERNIKUS)
+        (tmp / "esx-credentials.yaml").write_text("username: operator\npassword: s3cret\n")
         return _scrape_leader(kubeconfig, tmp)
     finally:
         stop(sim)
@@ -206,6 +207,10 @@ def _scrape_leader(kubeconfig: Path, tmp: Path) -> str:
         "--provider", "sim", "--provider-config", str(tmp / "providers.yaml"),
         "--maintenance-config", str(tmp / "maintenance.yaml"),
         "--kubernikus-config", str(tmp / "kubernikus.yaml"), "--cycling-namespace", "default",
+        # A vCenter that does not answer: the esx families are exported all the same (polls
+        # counted as Unreachable), without a vCenter simulator in this test.
+        "--esx-vcenter-url", f"http://127.0.0.1:{free_port()}",
+        "--esx-credentials-file", str(tmp / "esx-credentials.yaml"),
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 120

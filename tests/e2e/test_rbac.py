@@ -300,13 +300,12 @@ cloudProviderSecret: {name: cloud-config, namespace: kube-system}
 """
 
 
-async def kubernikus_replaces_a_node(run: Run) -> None:
-    """Label the outdated node, then delete it: drain (a Deployment's pod under a budget, a
-    DaemonSet's pod, a drain rule matching namespaces), credentials from the Secret, Node gone."""
+async def drain_subjects(run: Run) -> None:
+    """What a drain meets, every rule of a draining controller in use: a Deployment's pod under a
+    budget, a DaemonSet's pod, a drain rule matching namespaces; returns once the pods run."""
     from nodeops.api import all_crds
 
-    server, node = run.sim.server, "node-0"
-    server.set_kube_version("v1.32.0")  # the node's kubelet is v1.31.4
+    server = run.sim.server
     for crd in all_crds():
         server.create(crd)
     server.create(
@@ -357,6 +356,21 @@ async def kubernikus_replaces_a_node(run: Run) -> None:
             },
         }
     )
+
+    def pods_ready() -> bool:
+        web = run.get("apps", "v1", "deployments", "default", "web").get("status") or {}
+        agents = run.get("apps", "v1", "daemonsets", "default", "agent").get("status") or {}
+        return web.get("readyReplicas") == 1 and agents.get("numberReady") == 1
+
+    await until(run, pods_ready, "the pods running")
+
+
+async def kubernikus_replaces_a_node(run: Run) -> None:
+    """Label the outdated node, then delete it: drain (a Deployment's pod under a budget, a
+    DaemonSet's pod, a drain rule matching namespaces), credentials from the Secret, Node gone."""
+    server, node = run.sim.server, "node-0"
+    server.set_kube_version("v1.32.0")  # the node's kubelet is v1.31.4
+    await drain_subjects(run)
     conf = "[Global]\nauth-url = http://127.0.0.1:1/v3\nusername = u\npassword = p\n"
     conf += "domain-name = d\ntenant-id = t\n"
     server.create(
@@ -370,12 +384,6 @@ async def kubernikus_replaces_a_node(run: Run) -> None:
     config = run.kubeconfig.with_name("kubernikus.yaml")
     config.write_text(KUBERNIKUS_CONFIG)
 
-    def pods_ready() -> bool:
-        web = run.get("apps", "v1", "deployments", "default", "web").get("status") or {}
-        agents = run.get("apps", "v1", "daemonsets", "default", "agent").get("status") or {}
-        return web.get("readyReplicas") == 1 and agents.get("numberReady") == 1
-
-    await until(run, pods_ready, "the pods running")
     await run.start("--controllers", "kubernikus", "--kubernikus-config", str(config))
 
     def labelled() -> bool:
@@ -398,6 +406,68 @@ async def kubernikus_replaces_a_node(run: Run) -> None:
 
     await until(run, removed, "the node removed")
     assert await run.stop() == 0, run.output[-1]
+
+
+async def esx_takes_a_node_down_and_back(run: Run) -> None:
+    """vCenter (govmomi's simulator) puts the host of node-0's VM into maintenance: the node is
+    labelled, cordoned, drained (the pods of `drain_subjects`), its VM shut down; the host
+    leaves maintenance: the VM is powered on, the node uncordoned."""
+    from tests.vcsim import PASSWORD, USER, VCSIM, start_vcsim
+
+    if VCSIM is None:
+        pytest.skip("no vcsim binary (.ci/run builds it into .venv/bin)")
+    work = run.kubeconfig.parent
+    vcsim = await start_vcsim(work)
+    try:
+        vm = (await vcsim.vms())[0]
+        await vcsim.rename(vm.ref, "node-0")
+        credentials = work / "esx-credentials.yaml"
+        credentials.write_text(f"username: {USER}\npassword: {PASSWORD}\n")
+        await drain_subjects(run)
+        await run.start(
+            "--controllers", "esx", "--esx-vcenter-url", vcsim.url,
+            "--esx-credentials-file", str(credentials), "--esx-ca-file", str(vcsim.ca_file),
+            "--esx-match-by", "name", "--esx-check-interval", "200ms",
+            "--esx-eviction-period", "200ms",
+        )  # fmt: skip
+
+        def node() -> dict[str, Any]:
+            return run.get("", "v1", "nodes", "", "node-0")
+
+        def labelled(value: str) -> Callable[[], bool]:
+            return lambda: (
+                node()["metadata"]["labels"].get("nodeops.dev/esx-in-maintenance") == value
+            )
+
+        await until(run, labelled("false"), "node-0 labelled out of maintenance")
+        registry = run.sim.server.registry
+        registry.patch(
+            registry.lookup("", "v1", "nodes"), "", "node-0", "merge",
+            {"metadata": {"labels": {"nodeops.dev/esx-reboot-ok": "true"}}},
+        )  # fmt: skip
+        await vcsim.enter_maintenance(vm.host)
+
+        def off() -> bool:
+            notes = node()["metadata"].get("annotations") or {}
+            return '"step":"Off"' in notes.get("nodeops.dev/esx-maintenance-progress", "")
+
+        await until(run, off, "node-0 drained and its VM off")
+        assert (await vcsim.power())[vm.ref] == "poweredOff"
+        await vcsim.exit_maintenance(vm.host)
+
+        def back() -> bool:
+            notes = node()["metadata"].get("annotations") or {}
+            return (
+                not node()["spec"].get("unschedulable")
+                and "nodeops.dev/esx-maintenance-progress" not in notes
+            )
+
+        await until(run, back, "node-0 back and uncordoned")
+        assert (await vcsim.power())[vm.ref] == "poweredOn"
+        assert await run.stop() == 0, run.output[-1]
+    finally:
+        vcsim.proc.terminate()
+        await vcsim.proc.wait()
 
 
 def cycling_cluster() -> Any:
@@ -491,6 +561,7 @@ SCENARIOS = [
     Scenario("detacher", (COMPONENTS / "detacher",), detaches_a_node_and_brings_it_back),
     Scenario("maintenance", (COMPONENTS / "maintenance",), maintenance_drains_a_node),
     Scenario("kubernikus", (COMPONENTS / "kubernikus",), kubernikus_replaces_a_node),
+    Scenario("esx", (COMPONENTS / "esx",), esx_takes_a_node_down_and_back),
     Scenario(
         "cycling",
         (COMPONENTS / "cycling",),

@@ -26,3 +26,17 @@ def test_a_clean_roll() -> None:
 )
 def test_anything_lost_fails_it(change: dict[str, Any]) -> None:
     assert not _nothing_lost({**CLEAN, **change})
+
+
+@pytest.mark.parametrize("live", [True, False])
+def test_the_introduction_describes_what_this_output_shows(live: bool) -> None:
+    """A terminal shows one view redrawn in place; a file or pipe a line per change."""
+    import argparse
+
+    from nodeops.demo.command import _introduction
+    from nodeops.demo.scenario import demo_scenario, group_names
+
+    args = argparse.Namespace(concurrency=3, method="Drain", time_scale=30.0)
+    text = _introduction(demo_scenario(4, groups=1), group_names(1), 12, args, live=live)
+    assert ("line" in text.lower()) is not live
+    assert ("updated in place" in text) is live

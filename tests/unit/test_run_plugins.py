@@ -75,6 +75,9 @@ def test_nodeops_run_exits_2_with_one_line(
     err = capsys.readouterr().err
     assert "unknown controller(s) nope (available: " in err
     assert "toy" in err.split("(available: ", 1)[1]
+    assert main(["run", "--controllers", "tyo"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown controller(s) tyo; did you mean 'toy'? (available: " in err
     bad = tmp_path / "providers.yaml"
     bad.write_text("providers:\n  sim:\n    endpoint: [unclosed\n")
     assert main(["run", "--controllers", "toy", "--provider-config", str(bad)]) == 2

@@ -13,7 +13,7 @@ the fallback for what has no event (a do-not-disrupt duration running out).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -24,18 +24,16 @@ from nodeops.api.cyclenodestatus import CycleNodeStatusSpec
 from nodeops.api.cycling import TERMINAL_PHASES
 from nodeops.controllers.cycling.cloud import Providers
 from nodeops.controllers.cycling.inventory import instance_id, node_ip, provider_id
-from nodeops.controllers.cycling.keys import NODE_GROUP_ANNOTATION
+from nodeops.controllers.cycling.keys import NODE_FINALIZER, NODE_GROUP_ANNOTATION
 from nodeops.controllers.cycling.metrics import FAILURES, NODES_CYCLED, POD_MOVES
-from nodeops.controllers.cycling.nodes import drop_finalizer, edit_node
 from nodeops.controllers.cycling.pods import movable, protected_pods
 from nodeops.controllers.cycling.resources import CYCLENODESTATUSES
 from nodeops.controllers.cycling.settings import CyclingSettings
 from nodeops.controllers.cycling.status import StatusWriter, View, timestamp
 from nodeops.controllers.cycling.timebase import TimeBase
+from nodeops.controllers.kit import Drainers, drain_pass, going_away, remove_finalizer
 from nodeops.drain.engine import Drainer
-from nodeops.drain.errors import DrainError
 from nodeops.drain.options import DrainOptions
-from nodeops.drain.sources import InvalidRule, SourcesNotReady
 from nodeops.kube import Informer, ReconcileContext, Request, Result, errors
 from nodeops.kube import objects as o
 from nodeops.kube.client import Client
@@ -43,24 +41,18 @@ from nodeops.kube.events import EventRecorder
 from nodeops.kube.resources import NODES, PODS
 from nodeops.providers.base import ProviderError
 
-__all__ = ["CycleNodeStatusReconciler", "drain_options"]
+__all__ = ["PHASES", "CycleNodeStatusReconciler", "drain_options"]
 
 log = structlog.get_logger(__name__)
 
 Obj = dict[str, Any]
 BY_NODE = "cycling-node"
 
-# The node goes away whatever its pods are: pods without a controller, with local data or
-# of DaemonSets must not stop its replacement (Cyclops drains all of them too).
-_DRAIN = DrainOptions(ignore_daemonsets=True, delete_emptydir_data=True, force=True)
-_FORCE = DrainOptions(
-    ignore_daemonsets=True, delete_emptydir_data=True, force=True, disable_eviction=True
-)
-
 
 def drain_options(force: bool) -> DrainOptions:
-    """Eviction (budgets respected), or past the drain deadline with Force, plain deletion."""
-    return _FORCE if force else _DRAIN
+    """The node goes away whatever its pods are (Cyclops drains all of them too): eviction
+    (budgets respected), or past the drain deadline with Force, plain deletion."""
+    return going_away(disable_eviction=True) if force else going_away()
 
 
 _CHAIN = 8
@@ -80,7 +72,7 @@ class CycleNodeStatusReconciler:
         events: EventRecorder | None,
         settings: CyclingSettings,
         time: TimeBase,
-        drainer: Callable[[DrainOptions], Drainer] | None = None,
+        drainers: Drainers | None = None,
     ) -> None:
         self.client = client
         self.children = children
@@ -92,14 +84,10 @@ class CycleNodeStatusReconciler:
         self.settings = settings
         self.time = time
         self.status = StatusWriter(client, CYCLENODESTATUSES, events, time)
-        self._drainer = drainer or (lambda opts: Drainer(client, opts, events=events))
-        self._drainers: dict[bool, Drainer] = {}
+        self.drainers = drainers or Drainers(client, controller="cyclenodestatus", events=events)
 
     def drainer(self, force: bool) -> Drainer:
-        found = self._drainers.get(force)
-        if found is None:
-            found = self._drainers[force] = self._drainer(drain_options(force))
-        return found
+        return self.drainers.get(drain_options(force))
 
     async def reconcile(self, request: Request, ctx: ReconcileContext) -> Result | None:
         obj = self.children.get(request.name, request.namespace)
@@ -139,18 +127,11 @@ class CycleNodeStatusReconciler:
                     "Timeout",
                 )
                 return None
-        handler = {
-            "Pending": self._pending,
-            "WaitingPods": self._waiting_pods,
-            "RemovingLabelsFromPods": self._removing_labels,
-            "DrainingPods": self._draining,
-            "DeletingNode": self._deleting,
-            "TerminatingNode": self._terminating,
-        }.get(view.phase)
+        handler = PHASES.get(view.phase)
         if handler is None:
             await self._fail(view, f"status.phase: unknown phase {view.phase!r}", "InvalidStatus")
             return None
-        return await handler(view, spec, ctx)
+        return await handler(self, view, spec, ctx)
 
     def _owner_lets_us_act(self, view: View) -> bool:
         """A child of a deleted (or deleting) request does nothing more, except finish a node
@@ -304,23 +285,14 @@ class CycleNodeStatusReconciler:
         if self.nodes.get(spec.node_name) is None:
             await self.status.commit(view, phase="DeletingNode", message="the node is gone")
             return None
-        try:
-            progress = await self.drainer(force).step(spec.node_name, started)
-        except errors.NotFound:
+        outcome = await drain_pass(self.drainer(force), spec.node_name, started)
+        if outcome.gone:
             await self.status.commit(view, phase="DeletingNode", message="the node is gone")
             return None
-        except (SourcesNotReady, InvalidRule) as e:
-            # Caches still filling, or a NodeDrainRule to fix: the drain waits rather than guess.
-            await self.status.commit(
-                view,
-                message=f"draining {spec.node_name}: {e}",
-                condition=("Drained", "False", type(e).__name__, str(e)[:32768]),
-            )
-            return Result(requeue_after=self.time.wall(self.settings.check_interval))
-        except DrainError as e:
-            await self._fail(view, f"draining {spec.node_name}: {e}", "DrainFailed")
+        if outcome.failed:
+            await self._fail(view, f"draining {spec.node_name}: {outcome.message}", "DrainFailed")
             return None
-        if progress.complete:
+        if outcome.done:
             await self.status.commit(
                 view,
                 phase="DeletingNode",
@@ -328,10 +300,18 @@ class CycleNodeStatusReconciler:
                 condition=("Drained", "True", "Drained", f"node {spec.node_name} drained"),
             )
             return None
+        if outcome.error is not None:
+            # Caches still filling, or a NodeDrainRule to fix: the drain waits rather than guess.
+            await self.status.commit(
+                view,
+                message=f"draining {spec.node_name}: {outcome.message}",
+                condition=("Drained", "False", outcome.reason, outcome.message[:32768]),
+            )
+            return Result(requeue_after=self.time.wall(self.settings.check_interval))
         await self.status.commit(
             view,
-            message=progress.message,
-            condition=("Drained", "False", "Draining", progress.message[:32768]),
+            message=outcome.message,
+            condition=("Drained", "False", "Draining", outcome.message[:32768]),
         )
         after = self.settings.check_interval
         if deadline is not None and not force:
@@ -346,11 +326,13 @@ class CycleNodeStatusReconciler:
         if node is not None and (not expected or provider_id(node) == expected):
             ctx.ensure_may_act(f"delete node {spec.node_name}")
             try:
-                await self.client.delete(NODES, spec.node_name)
+                deleted = await self.client.delete(NODES, spec.node_name)
             except errors.NotFound:
-                pass
-            # The Node waits for our finalizer: with the Node deleted, nothing is left to hold.
-            await edit_node(self.client, spec.node_name, drop_finalizer())
+                deleted = None
+            if deleted is not None and deleted.get("kind") != "Status":
+                # The Node waits for our finalizer: with the Node deleted, nothing is left to
+                # hold. (A Status answer means it is gone already, finalizers and all.)
+                await remove_finalizer(self.client, NODES, deleted, NODE_FINALIZER)
         await self.status.commit(view, phase="TerminatingNode", message="")
         return None
 
@@ -381,6 +363,23 @@ class CycleNodeStatusReconciler:
     async def _fail(self, view: View, message: str, reason: str) -> None:
         FAILURES.labels("CycleNodeStatus", reason).inc()
         await self.status.commit(view, phase="Failed", reason=reason, message=message, warning=True)
+
+
+Handler = Callable[
+    [CycleNodeStatusReconciler, View, CycleNodeStatusSpec, ReconcileContext],
+    Awaitable[Result | None],
+]
+
+PHASES: dict[str, Handler] = {
+    "Pending": CycleNodeStatusReconciler._pending,
+    "WaitingPods": CycleNodeStatusReconciler._waiting_pods,
+    "RemovingLabelsFromPods": CycleNodeStatusReconciler._removing_labels,
+    "DrainingPods": CycleNodeStatusReconciler._draining,
+    "DeletingNode": CycleNodeStatusReconciler._deleting,
+    "TerminatingNode": CycleNodeStatusReconciler._terminating,
+}
+"""The transitions table: what each phase does. A handler moves the status on by writing the
+next phase (Successful and Failed are terminal; "" is set to Pending by `_undefined`)."""
 
 
 def pod_node(pod: Mapping[str, Any]) -> str:

@@ -19,7 +19,7 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +57,32 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube)")
     parser.add_argument("--context", help="kubeconfig context")
+    _rehearse_arguments(parser)
+
+
+def _rehearse_arguments(parser: argparse.ArgumentParser) -> None:
+    rehearse = parser.add_argument_group(
+        "rehearsal", "predict the roll on a simulated copy of a read-only snapshot"
+    )
+    rehearse.add_argument(
+        "--rehearse", action="store_true", help="predict the roll; write nothing anywhere"
+    )
+    rehearse.add_argument("--json", action="store_true", help="the report as one JSON document")
+    rehearse.add_argument(
+        "--boot-seconds", type=float, help="an instance's boot when no past roll recorded one"
+    )
+    rehearse.add_argument(
+        "--pod-start-seconds",
+        type=float,
+        help="a pod's start when its workload's pods show none",
+    )
+    rehearse.add_argument("--time-scale", type=float, help="simulated seconds per wall second")
+    rehearse.add_argument("--horizon", help="give up on a roll not done by then (default 6h)")
+    rehearse.add_argument("--provider", help="cloud provider to describe the groups with")
+    rehearse.add_argument("--provider-config", help="YAML file with a providers: block")
+    rehearse.add_argument(
+        "--memory-limit", type=int, help="bytes the copy may use (default: what is available)"
+    )
 
 
 def add_arguments(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -92,8 +118,9 @@ def _selection_problems(args: argparse.Namespace) -> list[str]:
         problems.append("--concurrency: must be at least 1")
     if args.cycling_timeout is not None:
         try:
-            if parse_duration(args.cycling_timeout) <= 0:
-                problems.append("--cycling-timeout: must be positive")
+            # Its sign is the model's to judge (below), as the API server's and the
+            # controller's: 0 means the manager's default, a negative value is refused.
+            parse_duration(args.cycling_timeout)
         except ValueError as e:
             problems.append(f"--cycling-timeout: {e}")
     if args.watch and args.output:
@@ -300,9 +327,6 @@ async def _watch(client: Any, namespace: str, names: list[str]) -> int:
                     request,
                     mine,
                     pods_moved=int(((request or {}).get("status") or {}).get("podMoves") or 0),
-                    requests_sent=0,
-                    requests_failed=0,
-                    simulated_seconds=0.0,
                 )
                 views[name].show(state)
                 phases[name] = state.phase
@@ -317,7 +341,16 @@ async def _watch(client: Any, namespace: str, names: list[str]) -> int:
     return 0 if all(p == "Successful" for p in phases.values()) else 1
 
 
-def run(args: argparse.Namespace) -> int:
+def run(
+    args: argparse.Namespace, rehearse: Callable[[argparse.Namespace], int] | None = None
+) -> int:
+    """`rehearse` runs `--rehearse`; it lives above the controllers (it needs the simulator),
+    so the command that can reach it passes it in."""
+    if getattr(args, "rehearse", False):
+        if rehearse is None:
+            print("error: --rehearse: run it as `nodeops cycle --rehearse`", file=sys.stderr)
+            return 2
+        return rehearse(args)
     from nodeops.kube.logging import configure
 
     configure("warning", "console")
@@ -327,7 +360,10 @@ def run(args: argparse.Namespace) -> int:
         return 130
 
 
-def kubectl_main(argv: Sequence[str] | None = None) -> int:
+def kubectl_main(
+    argv: Sequence[str] | None = None,
+    rehearse: Callable[[argparse.Namespace], int] | None = None,
+) -> int:
     """`kubectl cycle ...`: kubectl runs `kubectl-cycle` from PATH with the remaining arguments."""
     parser = argparse.ArgumentParser(
         prog="kubectl cycle",
@@ -335,7 +371,7 @@ def kubectl_main(argv: Sequence[str] | None = None) -> int:
     )
     _arguments(parser)
     args = parser.parse_args(argv)
-    return run(args)
+    return run(args, rehearse)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from nodeops.api import CycleNodeRequest, InvalidResource, NodeGroup
-from nodeops.api.duration import parse_duration
 from nodeops.controllers.cycling.keys import REASON_ANNOTATION
 from nodeops.kube import objects as o
 
@@ -115,13 +114,9 @@ def validate_request(body: Mapping[str, Any]) -> CycleNodeRequest:
                 f"Invalid value: {prefix!r}: too long to leave room for a unique suffix "
                 "in a 63-character name",
             )
-    request = CycleNodeRequest.parse_spec({**body, "metadata": meta})
-    settings = request.spec.cycle_settings
-    if settings.cycling_timeout is not None and parse_duration(settings.cycling_timeout) < 0:
-        raise InvalidResource(
-            "spec.cycleSettings.cyclingTimeout", "Invalid value: must not be negative"
-        )
-    return request
+    # The model refuses what the API server's schema and rules refuse (a negative concurrency
+    # or cyclingTimeout, no node group), so the CLI, the observer and the controller agree.
+    return CycleNodeRequest.parse_spec({**body, "metadata": meta})
 
 
 def nodegroup_problems(group: NodeGroup, nodes: Iterable[Mapping[str, Any]]) -> list[str]:

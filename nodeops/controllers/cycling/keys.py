@@ -56,3 +56,7 @@ pod started (the pod may be disrupted once it is over)."""
 
 REASON_ANNOTATION: Final = "nodeops.dev/reason"
 """On a CycleNodeRequest made by `nodeops cycle` or the observer: why it was made."""
+
+SUPERSEDED_LABEL: Final = "nodeops.dev/superseded-by"
+"""On a Failed CycleNodeRequest: the later Successful request of the same node groups. The
+observer no longer counts it as a failure; it is kept, with its reason, until it expires."""

@@ -3,7 +3,9 @@
 Taints and finalizers are lists that other controllers write too (the node lifecycle controller
 taints, the cloud controller adds finalizers), so a write is computed from the object as read,
 sent with that object's resourceVersion, and recomputed on a fresh read after a 409. A write
-that would change nothing is not sent.
+that would change nothing is not sent. Our finalizer is edited here only together with other
+marks, in one write (intent recorded at once); on its own it goes through
+`nodeops.kube.finalizers`.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ __all__ = [
     "both",
     "clear_cycle_marks",
     "cordon",
-    "drop_finalizer",
     "edit_node",
     "mark_for_detach",
     "mark_terminating",
@@ -218,15 +219,3 @@ def remove_scale_down_disabled(request: str) -> NodeEdit:
 def has_marks(node: Mapping[str, Any]) -> bool:
     """Whether cycling left anything on the node."""
     return bool(clear_cycle_marks()(copy.deepcopy(dict(node))))
-
-
-def drop_finalizer() -> NodeEdit:
-    """Only our finalizer off (a deleted Node is then removed by the API server)."""
-
-    def edit(node: Mapping[str, Any]) -> Obj | None:
-        names = _finalizers(node, add=False)
-        if names is None:
-            return None
-        return {"metadata": {"finalizers": names or None}}
-
-    return edit

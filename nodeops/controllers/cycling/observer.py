@@ -9,7 +9,8 @@ CycleNodeRequest naming them, made from the NodeGroup as `nodeops cycle` makes i
 - the finding has held for the wait interval (changes settle first: a launch template is often
   updated in several steps);
 - the NodeGroup has no request in progress, and fewer Failed ones than its
-  maxFailedCycleNodeRequests allows more than;
+  maxFailedCycleNodeRequests allows more than (a Failed request that a later Successful one
+  superseded does not count);
 - no request of a NodeGroup with a lower priority is in progress, and no NodeGroup of a lower
   priority is out of date too (lower priorities go first).
 """
@@ -27,6 +28,7 @@ from prometheus_client import Counter, Gauge
 
 from nodeops.api import InvalidResource, NodeGroup
 from nodeops.api.cycling import TERMINAL_PHASES
+from nodeops.controllers import SetupError
 from nodeops.controllers.cycling.cloud import Providers
 from nodeops.controllers.cycling.generation import (
     GenerationOptions,
@@ -35,9 +37,11 @@ from nodeops.controllers.cycling.generation import (
     validate_request,
 )
 from nodeops.controllers.cycling.inventory import Inventory
+from nodeops.controllers.cycling.keys import SUPERSEDED_LABEL
 from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS, NODEGROUPS
 from nodeops.controllers.cycling.settings import ObserverSettings
 from nodeops.controllers.cycling.timebase import TimeBase
+from nodeops.controllers.kit.clock import clock_at, use_clock
 from nodeops.kube import Informer, Manager, NotSynced
 from nodeops.kube import objects as o
 from nodeops.kube.client import Client
@@ -141,7 +145,10 @@ class Observer:
         for group in groups:
             mine = [r for r in requests if self._belongs(r, group)]
             busy[group.name] = any(_phase(r) not in TERMINAL_PHASES for r in mine)
-            failed[group.name] = sum(1 for r in mine if _phase(r) == "Failed")
+            # A Failed request a later success superseded is kept for its reason, not counted.
+            failed[group.name] = sum(
+                1 for r in mine if _phase(r) == "Failed" and not o.labels(r).get(SUPERSEDED_LABEL)
+            )
         findings: list[Finding] = []
         nodes = self.nodes.objects()
         for group in groups:
@@ -304,9 +311,10 @@ def install_observer(
     time: TimeBase | None = None,
 ) -> Observer:
     settings = settings or ObserverSettings()
-    time = time or (
-        TimeBase() if settings.time_scale == 1.0 else TimeBase.scaled(settings.time_scale)
-    )
+    try:
+        time = use_clock(manager, time) if time else clock_at(manager, settings.time_scale)
+    except ValueError as exc:
+        raise SetupError(f"--cycling-observer-time-scale: {exc}") from None
     informers = manager.informers
 
     def provider_id(obj: Obj) -> list[str]:

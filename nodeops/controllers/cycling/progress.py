@@ -28,20 +28,24 @@ class RollState:
     """Node group -> (nodes replaced, nodes selected)."""
     in_progress: int = 0
     pods_moved: int = 0
-    requests_sent: int = 0
+    requests_sent: int | None = None
+    """API requests the simulated cluster served (None: not a simulation, not shown)."""
     requests_failed: int = 0
     message: str = ""
-    simulated_seconds: float = 0.0
+    simulated_seconds: float | None = None
+    """Simulated time since the start (None: not a simulation, not shown)."""
 
     def line(self) -> str:
         groups = " ".join(f"{g} {d}/{t}" for g, (d, t) in self.groups.items())
+        clock = "" if self.simulated_seconds is None else f"[{self.simulated_seconds:7.0f}s] "
         text = (
-            f"[{self.simulated_seconds:7.0f}s] {self.phase:<18} {groups}  in progress "
-            f"{self.in_progress}  pods moved {self.pods_moved}  requests failed "
-            f"{self.requests_failed} of {self.requests_sent}"
+            f"{clock}{self.phase:<18} {groups}  in progress "
+            f"{self.in_progress}  pods moved {self.pods_moved}"
         )
+        if self.requests_sent is not None:
+            text += f"  requests failed {self.requests_failed} of {self.requests_sent}"
         if self.message:
-            text += f"\n{'':11}{self.message}"
+            text += "\n" + " " * len(clock) + self.message
         return text
 
 
@@ -70,15 +74,28 @@ def _waiting_for(status: Mapping[str, Any], children: Sequence[Mapping[str, Any]
     return ""
 
 
+def _shorten(message: str, width: int = 200) -> str:
+    """At most `width` characters, cut between words and marked, never in the middle of one."""
+    if len(message) <= width:
+        return message
+    limit = width - len(" ...")
+    head = message[:limit]
+    if message[limit] != " " and " " in head:
+        head = head.rsplit(" ", 1)[0]  # names with hyphens stay whole too
+    return head.rstrip() + " ..."
+
+
 def roll_state(
     request: Mapping[str, Any] | None,
     children: Sequence[Mapping[str, Any]],
     *,
     pods_moved: int,
-    requests_sent: int,
-    requests_failed: int,
-    simulated_seconds: float,
+    requests_sent: int | None = None,
+    requests_failed: int = 0,
+    simulated_seconds: float | None = None,
 ) -> RollState:
+    """The view of a roll; the simulation's counters (requests, simulated time) only where
+    the roll runs on a simulated cluster that counts them."""
     status = (request or {}).get("status") or {}
     done = {
         (c.get("spec") or {}).get("nodeName")
@@ -97,13 +114,13 @@ def roll_state(
         pods_moved=pods_moved,
         requests_sent=requests_sent,
         requests_failed=requests_failed,
-        message=_waiting_for(status, children)[:200]
+        message=_shorten(_waiting_for(status, children))
         if status.get("phase")
         not in (
             "Successful",
             "Failed",
         )
-        else str(status.get("message") or "")[:200],
+        else _shorten(str(status.get("message") or "")),
         simulated_seconds=simulated_seconds,
     )
 
@@ -148,10 +165,12 @@ class RollView:
                 task = self._tasks[group] = self._progress.add_task(group, total=total)
             self._progress.update(task, completed=done, total=total)
         text = (
-            f"phase {state.phase}   in progress {state.in_progress}   pods moved "
-            f"{state.pods_moved}   requests failed {state.requests_failed} of "
-            f"{state.requests_sent}   simulated {state.simulated_seconds:.0f}s"
+            f"phase {state.phase}   in progress {state.in_progress}   pods moved {state.pods_moved}"
         )
+        if state.requests_sent is not None:
+            text += f"   requests failed {state.requests_failed} of {state.requests_sent}"
+        if state.simulated_seconds is not None:
+            text += f"   simulated {state.simulated_seconds:.0f}s"
         if state.message:
             text += f"\n{state.message}"
         self._status.plain = text

@@ -1,8 +1,9 @@
 """Settings of the cycling controllers: `nodeops run --cycling-<field>` / `NODEOPS_CYCLING_<FIELD>`.
 
-Durations are in seconds. Defaults are Cyclops's where Cyclops has the setting, except the
-minimum scale-up wait (Cyclops waits 1 minute after every detach; nodeops waits until the cloud
-says the replacements are in service and their nodes are Ready, so it needs no fixed pause).
+Durations are Go durations (`90s`, `3h`) or seconds. Defaults are Cyclops's where Cyclops has
+the setting, except the minimum scale-up wait (Cyclops waits 1 minute after every detach; nodeops
+waits until the cloud says the replacements are in service and their nodes are Ready, so it needs
+no fixed pause).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from nodeops.api.settingduration import SettingDuration
 
 __all__ = ["CyclingSettings", "ObserverSettings"]
 
@@ -20,22 +23,28 @@ class CyclingSettings(BaseModel):
     namespace: str | None = Field(
         default=None, description="namespace of CycleNodeRequests (default: the operator's)"
     )
-    scale_up_wait: float = Field(default=0.0, ge=0, description="least wait after a detach")
-    scale_up_limit: float = Field(default=1200.0, gt=0, description="ScalingUp -> Healing after")
-    equilibrium_wait_limit: float = Field(
+    scale_up_wait: SettingDuration = Field(
+        default=0.0, ge=0, description="least wait after a detach"
+    )
+    scale_up_limit: SettingDuration = Field(
+        default=1200.0, gt=0, description="ScalingUp -> Healing after"
+    )
+    equilibrium_wait_limit: SettingDuration = Field(
         default=300.0, gt=0, description="Pending waits this long for the cloud and nodes to agree"
     )
-    default_cycling_timeout: float = Field(
+    default_cycling_timeout: SettingDuration = Field(
         default=10800.0, gt=0, description="a node's timeout when cyclingTimeout is unset"
     )
-    health_check_timeout: float = Field(default=5.0, gt=0, description="per HTTP request")
-    check_interval: float = Field(
+    health_check_timeout: SettingDuration = Field(default=5.0, gt=0, description="per HTTP request")
+    check_interval: SettingDuration = Field(
         default=10.0, gt=0, description="between attempts of failing health/pre-termination checks"
     )
-    cloud_poll_interval: float = Field(
+    cloud_poll_interval: SettingDuration = Field(
         default=10.0, gt=0, description="between descriptions of the node groups being cycled"
     )
-    cloud_max_backoff: float = Field(default=120.0, gt=0, description="poll backoff limit")
+    cloud_max_backoff: SettingDuration = Field(
+        default=120.0, gt=0, description="poll backoff limit"
+    )
     request_workers: int = Field(default=4, ge=1, description="CycleNodeRequests at once")
     node_workers: int = Field(
         default=32,
@@ -56,7 +65,9 @@ class CyclingSettings(BaseModel):
         "healthy target (needs the provider's load balancer read permissions)",
     )
     delete_cnr: bool = Field(default=False, description="delete Successful requests after expiry")
-    delete_cnr_expiry: float = Field(default=604800.0, gt=0, description="168h")
+    delete_cnr_expiry: SettingDuration = Field(
+        default=604800.0, gt=0, description="how long a Successful request is kept"
+    )
     slack_channel: str | None = Field(default=None, description="Slack channel ID to notify")
     slack_token_secret: str | None = Field(
         default=None,
@@ -81,8 +92,8 @@ class ObserverSettings(BaseModel):
     namespace: str | None = Field(
         default=None, description="namespace of the CycleNodeRequests it creates"
     )
-    check_interval: float = Field(default=300.0, gt=0, description="between observations")
-    wait_interval: float = Field(
+    check_interval: SettingDuration = Field(default=300.0, gt=0, description="between observations")
+    wait_interval: SettingDuration = Field(
         default=120.0, ge=0, description="how long a finding must persist before a request"
     )
     daemonset_namespaces: list[str] = Field(

@@ -1,56 +1,8 @@
-"""The clock the cycling controllers measure their timeouts and wait periods with.
-
-In a cluster this is the wall clock. A simulated cluster runs its clock faster than wall time
-(a 20-minute scale-up limit passes in a minute), and a controller cycling its nodes must agree
-with it about how long a node took to boot or a drain has run; the time base lets it: `now()`
-is the cluster's time, and `wall()` turns a wait in that time into the wall seconds a requeue
-needs.
-"""
+"""The clock the cycling controllers measure their timeouts and wait periods with: the kit's
+`Clock` (the manager's one clock), under the name cycling's modules know it by."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from nodeops.controllers.kit.clock import Clock as TimeBase
 
 __all__ = ["TimeBase"]
-
-
-def _utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-@dataclass(frozen=True)
-class TimeBase:
-    now: Callable[[], datetime] = field(default=_utc_now)
-    """The current time in the cluster's clock (timezone-aware)."""
-    scale: float = 1.0
-    """How many cluster seconds pass per wall second."""
-
-    def wall(self, seconds: float) -> float:
-        """Wall seconds for `seconds` of cluster time."""
-        return max(0.0, seconds) / self.scale
-
-    def since(self, then: datetime | None) -> float:
-        """Cluster seconds since `then` (0 when unknown)."""
-        if then is None:
-            return 0.0
-        return (self.now() - then).total_seconds()
-
-    def after(self, seconds: float) -> datetime:
-        return self.now() + timedelta(seconds=seconds)
-
-    @classmethod
-    def scaled(cls, scale: float, origin: datetime | None = None) -> TimeBase:
-        """A clock running `scale` times as fast as the wall clock since `origin`.
-
-        A simulated cluster's clock agreed with the wall clock when it started (its origin);
-        given that origin, processes started at different times agree on the simulated time,
-        so a restarted manager reads the timestamps its predecessor wrote correctly.
-        """
-        start = origin or _utc_now()
-
-        def now() -> datetime:
-            return start + (_utc_now() - start) * scale
-
-        return cls(now=now, scale=scale)

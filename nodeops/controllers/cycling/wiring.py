@@ -13,29 +13,52 @@ from typing import Any
 
 import httpx
 
-from nodeops.api.cycling import TERMINAL_PHASES
+from nodeops.controllers import SetupError
 from nodeops.controllers.cycling.checks import CheckRunner
 from nodeops.controllers.cycling.cloud import CloudWatcher, Providers
-from nodeops.controllers.cycling.cnr import (
+from nodeops.controllers.cycling.cns import CycleNodeStatusReconciler
+from nodeops.controllers.cycling.metrics import register_phase_gauge
+from nodeops.controllers.cycling.notify import Notifier
+from nodeops.controllers.cycling.request import (
     BY_NODE,
     BY_OWNER,
     BY_PROVIDER_ID,
     CycleNodeRequestReconciler,
 )
-from nodeops.controllers.cycling.cns import CycleNodeStatusReconciler
-from nodeops.controllers.cycling.metrics import register_phase_gauge
-from nodeops.controllers.cycling.notify import Notifier
+from nodeops.controllers.cycling.request.indexes import (
+    ACTIVE,
+    BY_ANNOTATED_FOR,
+    BY_OWNER_MOVES,
+    BY_OWNER_STATE,
+    BY_PHASE,
+    BY_STATE,
+    annotated_for,
+    in_namespace,
+    owner_moves,
+    owner_state,
+    owner_uid,
+    phase,
+    phase_of,
+    requests_of,
+    spec_node,
+    states,
+)
 from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS, CYCLENODESTATUSES, NODEGROUPS
 from nodeops.controllers.cycling.settings import CyclingSettings
 from nodeops.controllers.cycling.timebase import TimeBase
-from nodeops.drain.engine import Drainer
-from nodeops.drain.options import DrainOptions
-from nodeops.drain.sources import SharedInformers
+from nodeops.controllers.kit import (
+    Channel,
+    Drainers,
+    clock_at,
+    node_changed,
+    to_request,
+    use_clock,
+)
 from nodeops.kube import Controller, Manager, NotSynced, Request
 from nodeops.kube import objects as o
 from nodeops.kube.resources import NODES, PDBS, PODS
 
-__all__ = ["CyclingControllers", "install"]
+__all__ = ["CyclingControllers", "install", "node_changed"]
 
 Obj = Mapping[str, Any]
 
@@ -44,40 +67,14 @@ Obj = Mapping[str, Any]
 NODE_CONTROLLER = "cyclenodestatus"
 
 
-def _owner_uid(obj: Obj) -> list[str]:
-    owner = o.controller_ref(obj)
-    return [str(owner["uid"])] if owner and owner.get("uid") else []
-
-
-def _spec_node(obj: Obj) -> list[str]:
-    node = (obj.get("spec") or {}).get("nodeName")
-    return [str(node)] if node else []
-
-
 def _provider_id(obj: Obj) -> list[str]:
     pid = (obj.get("spec") or {}).get("providerID")
     return [str(pid)] if pid else []
 
 
-def _phase(obj: Obj) -> str:
-    return str((obj.get("status") or {}).get("phase") or "")
-
-
 def _ready(obj: Obj) -> str | None:
     cond = o.condition(obj, "Ready")
     return None if cond is None else str(cond.get("status"))
-
-
-def node_changed(old: Obj, new: Obj) -> bool:
-    """What cycling looks at on a node; heartbeats and image lists are not it."""
-    return (
-        _ready(old) != _ready(new)
-        or (old.get("spec") or {}) != (new.get("spec") or {})
-        or o.labels(old) != o.labels(new)
-        or o.annotations_of(old) != o.annotations_of(new)
-        or o.meta(old).get("finalizers") != o.meta(new).get("finalizers")
-        or o.meta(old).get("deletionTimestamp") != o.meta(new).get("deletionTimestamp")
-    )
 
 
 def pod_changed(old: Obj, new: Obj) -> bool:
@@ -92,9 +89,8 @@ def pod_changed(old: Obj, new: Obj) -> bool:
 
 
 def phase_or_deletion_changed(old: Obj, new: Obj) -> bool:
-    return _phase(old) != _phase(new) or o.meta(old).get("deletionTimestamp") != o.meta(new).get(
-        "deletionTimestamp"
-    )
+    deletion = o.meta(old).get("deletionTimestamp") != o.meta(new).get("deletionTimestamp")
+    return phase_of(old) != phase_of(new) or deletion
 
 
 def _tolerant(mapper: Callable[[Obj], Iterable[Request]]) -> Callable[[Obj], list[Request]]:
@@ -131,21 +127,34 @@ def install(
 ) -> CyclingControllers:
     """Add the CycleNodeRequest and CycleNodeStatus controllers and the cloud poller."""
     settings = settings or CyclingSettings()
-    if time is None:
-        time = (
-            TimeBase()
-            if settings.time_scale == 1.0
-            else TimeBase.scaled(settings.time_scale, settings.time_origin)
-        )
+    try:
+        if time is not None:
+            time = use_clock(manager, time)
+        else:
+            time = clock_at(manager, settings.time_scale, settings.time_origin)
+    except ValueError as exc:
+        raise SetupError(f"--cycling-time-scale: {exc}") from None
     informers = manager.informers
-    requests = informers.informer(CYCLENODEREQUESTS, namespace=namespace)
+    # Every event mapper and every count of children reads through an index: see
+    # `request.indexes` for why nothing here may decode every object per event.
+    requests = informers.informer(
+        CYCLENODEREQUESTS, namespace=namespace, indexers={BY_STATE: states}
+    )
     children = informers.informer(
         CYCLENODESTATUSES,
         namespace=namespace,
-        indexers={BY_OWNER: _owner_uid, BY_NODE: _spec_node},
+        indexers={
+            BY_OWNER: owner_uid,
+            BY_NODE: spec_node,
+            BY_PHASE: phase,
+            BY_OWNER_STATE: owner_state,
+            BY_OWNER_MOVES: owner_moves,
+        },
     )
-    nodes = informers.informer(NODES, indexers={BY_PROVIDER_ID: _provider_id})
-    pods = informers.informer(PODS, indexers={BY_NODE: _spec_node})
+    nodes = informers.informer(
+        NODES, indexers={BY_PROVIDER_ID: _provider_id, BY_ANNOTATED_FOR: annotated_for}
+    )
+    pods = informers.informer(PODS, indexers={BY_NODE: spec_node})
     pdbs = informers.informer(PDBS)
     nodegroups = informers.informer(NODEGROUPS)
     cloud = CloudWatcher(
@@ -172,15 +181,6 @@ def install(
         time=time,
         notifier=notifier,
     )
-    # One set of drain sources for every node's drain: shared informers, and budget tokens that
-    # outlive a pass and are shared by every drain under the same budgets.
-    sources = SharedInformers.for_manager(manager)
-
-    def drainer(options: DrainOptions) -> Drainer:
-        return Drainer(
-            manager.client, options, sources=sources, events=events, controller=NODE_CONTROLLER
-        )
-
     child_reconciler = CycleNodeStatusReconciler(
         client=manager.client,
         children=children,
@@ -191,15 +191,13 @@ def install(
         events=events,
         settings=settings,
         time=time,
-        drainer=drainer,
+        # One set of drain sources for every node's drain: shared informers, and budget tokens
+        # that outlive a pass and are shared by every drain under the same budgets.
+        drainers=Drainers.for_manager(manager, NODE_CONTROLLER),
     )
 
     def active_requests(_: Obj) -> Iterable[Request]:
-        return [
-            Request(o.name(r), o.namespace(r))
-            for r in requests.objects(namespace)
-            if _phase(r) not in TERMINAL_PHASES
-        ]
+        return requests_of(in_namespace(requests.index_keys(BY_STATE, ACTIVE), namespace))
 
     def waiting_requests(obj: Obj) -> Iterable[Request]:
         # Another request finishing may unblock requests waiting for the same nodes.
@@ -212,18 +210,13 @@ def install(
     def children_on_node(obj: Obj) -> Iterable[Request]:
         node = (obj.get("spec") or {}).get("nodeName") if obj.get("kind") != "Node" else None
         name = str(node) if node else o.name(obj)
-        return [Request(o.name(c), o.namespace(c)) for c in children.by_index(BY_NODE, name)]
+        return requests_of(children.index_keys(BY_NODE, name))
 
     def draining_children(_: Obj) -> Iterable[Request]:
-        return [
-            Request(o.name(c), o.namespace(c))
-            for c in children.objects(namespace)
-            if _phase(c) == "DrainingPods"
-        ]
+        return requests_of(in_namespace(children.index_keys(BY_PHASE, "DrainingPods"), namespace))
 
     def children_of_request(obj: Obj) -> Iterable[Request]:
-        uid = o.uid(obj)
-        return [Request(o.name(c), o.namespace(c)) for c in children.by_index(BY_OWNER, uid)]
+        return requests_of(children.index_keys(BY_OWNER, o.uid(obj)))
 
     request_controller = (
         Controller(
@@ -251,7 +244,7 @@ def install(
             requests, _tolerant(children_of_request), update_predicate=phase_or_deletion_changed
         )
     )
-    cloud.on_change = request_controller.queue.add
+    cloud.on_change = Channel(request_controller, to_request).send
     manager.add(request_controller, child_controller)
     manager.add_runnable(cloud.run, name="cycling-cloud-poller", needs_leader=True)
     register_phase_gauge(lambda: requests.objects(namespace))

@@ -3,7 +3,7 @@ put it back in exactly those when it returns.
 
 `nodeops run --controllers detacher` runs it with the settings of
 `nodeops.controllers.detacher.settings.DetacherSettings` (flags `--detacher-<field>`); as a
-library, `nodeops.controllers.detacher.controller.detacher_controller` builds the controller for
+library, `nodeops.controllers.detacher.wiring.detacher_controller` builds the controller for
 a `Manager` of one's own. See docs/detacher.md.
 """
 
@@ -16,7 +16,7 @@ __all__ = ["PLUGIN", "DetacherSettings"]
 
 
 async def _setup(ctx: SetupContext, settings: DetacherSettings) -> None:
-    from nodeops.controllers.detacher.controller import setup
+    from nodeops.controllers.detacher.wiring import setup
 
     await setup(ctx, settings)
 

@@ -14,6 +14,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from nodeops.api.settingduration import SettingDuration
 from nodeops.providers.base import CLASSIC, TARGET_GROUP, LoadBalancerTarget, ServiceRef
 
 __all__ = ["DetacherSettings", "parse_static_target"]
@@ -82,16 +83,16 @@ class DetacherSettings(BaseModel):
         description="The cluster whose tags count when finding a Service's load balancers "
         "(services discovery); defaults to the provider's own setting.",
     )
-    cache_seconds: float = Field(
+    cache_seconds: SettingDuration = Field(
         default=60.0,
         gt=0,
         description="How long one scan of the load balancers is reused for every node.",
     )
-    miss_refresh_seconds: float = Field(
+    miss_refresh_seconds: SettingDuration = Field(
         default=5.0,
         ge=0,
         description="A node missing from a cached scan (registered after it) refreshes the "
-        "scan, unless the scan is younger than this (s).",
+        "scan, unless the scan is younger than this.",
     )
     taints: list[str] = Field(
         default_factory=list,
@@ -106,14 +107,14 @@ class DetacherSettings(BaseModel):
         description="Wait for each load balancer's deregistration delay (connection draining) "
         "before the node counts as detached and pods are stopped.",
     )
-    draining_timeout: float = Field(
+    draining_timeout: SettingDuration = Field(
         default=600.0,
         gt=0,
-        description="Give up waiting for draining after this long (s) and carry on, with a "
+        description="Give up waiting for draining after this long and carry on, with a "
         "warning event.",
     )
-    draining_poll_seconds: float = Field(
-        default=5.0, gt=0, description="How often a draining target's health is read (s)."
+    draining_poll_seconds: SettingDuration = Field(
+        default=5.0, gt=0, description="How often a draining target's health is read."
     )
     exclude_label: bool = Field(
         default=True,
@@ -152,11 +153,11 @@ class DetacherSettings(BaseModel):
         default=False,
         description="Detach nodes whose pod of one of the daemonsets is terminating.",
     )
-    sync_period: float = Field(
+    sync_period: SettingDuration = Field(
         default=30.0,
         gt=0,
         description="How often a detached node is checked again for registrations made "
-        "behind the detacher's back (s).",
+        "behind the detacher's back.",
     )
     max_concurrent_reconciles: int = Field(default=8, ge=1, description="Nodes handled at once.")
 

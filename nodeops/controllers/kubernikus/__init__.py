@@ -20,36 +20,14 @@ Settings (flags `--kubernikus-<field>`, environment `NODEOPS_KUBERNIKUS_<FIELD>`
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from pydantic import BaseModel, Field
-
 from nodeops.controllers import ControllerPlugin, SetupContext
-from nodeops.controllers.kubernikus.keys import Compat
+from nodeops.controllers.kubernikus.settings import KubernikusSettings
 
 __all__ = ["PLUGIN", "KubernikusSettings"]
 
 
-class KubernikusSettings(BaseModel):
-    config: Path = Field(
-        default=Path("config/kubernikus.yaml"),
-        description="the kubernikus.yaml to run (intervals, cloudProviderSecret, removeNode)",
-    )
-    compat: Compat | None = Field(
-        default=None, description="sapcc: the reference's cloud.sap/ label and annotation keys"
-    )
-    key_prefix: str = Field(
-        default="nodeops.dev/", description="label/annotation prefix without compat"
-    )
-    cloudprovider_conf: Path = Field(
-        default=Path("provider/cloudprovider.conf"),
-        description="cloudprovider.conf to use when no Secret or provider is configured",
-    )
-    workers: int = Field(default=5, ge=1, le=100, description="nodes reconciled at once")
-
-
 async def _setup(ctx: SetupContext, settings: KubernikusSettings) -> None:
-    from nodeops.controllers.kubernikus.setup import setup
+    from nodeops.controllers.kubernikus.wiring import setup
 
     await setup(ctx, settings)
 

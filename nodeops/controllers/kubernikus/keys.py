@@ -7,30 +7,13 @@ of SAP's maintenance-controller, so a cluster whose nodes and maintenance profil
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-from typing import Final, Literal
+from nodeops.controllers.kit.keys import COMPAT_PREFIXES, DEFAULT_PREFIX, Compat, PrefixedKeys
 
 __all__ = ["COMPAT_PREFIXES", "DEFAULT_PREFIX", "Compat", "Keys", "keys_for"]
 
-Compat = Literal["sapcc"]
 
-DEFAULT_PREFIX: Final = "nodeops.dev/"
-COMPAT_PREFIXES: Final[dict[str, str]] = {"sapcc": "cloud.sap/"}
-
-_PREFIX: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/$")
-
-
-@dataclass(frozen=True, slots=True)
-class Keys:
-    prefix: str
-
-    def __post_init__(self) -> None:
-        if len(self.prefix) > 254 or not _PREFIX.match(self.prefix):
-            raise ValueError(
-                f"prefix {self.prefix!r} must be a DNS subdomain followed by '/', "
-                'like "nodeops.dev/"'
-            )
+class Keys(PrefixedKeys):
+    __slots__ = ()
 
     @property
     def needs_update(self) -> str:
@@ -51,6 +34,4 @@ class Keys:
 def keys_for(compat: Compat | None = None, prefix: str | None = None) -> Keys:
     """The keys of a compatibility mode, else under `prefix` (the maintenance controller's
     rule, so both controllers given the same settings use the same keys)."""
-    if compat:
-        return Keys(COMPAT_PREFIXES[compat])
-    return Keys(prefix or DEFAULT_PREFIX)
+    return Keys.for_settings(compat, prefix)

@@ -12,12 +12,10 @@ cluster.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, replace
-from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from nodeops.controllers.kit import NodeProgress, ProgressError
 from nodeops.controllers.kubernikus.keys import Keys
 from nodeops.kube import objects as o
 
@@ -50,51 +48,13 @@ class Action(StrEnum):
     WAIT_FOR_NODE_REMOVAL = "WaitForNodeRemoval"
 
 
-class ProgressError(ValueError):
-    """An annotation that is not a progress record (edited by hand, or truncated)."""
+class Progress(NodeProgress[Step]):
+    """The node's place in the delete flow, in the `delete-node-progress` annotation."""
 
-
-@dataclass(frozen=True, slots=True)
-class Progress:
-    step: Step
-    started: datetime
-    """When the deletion began (the drain's start, for its report)."""
-    since: datetime
-    """When the current step began (for its timeout)."""
-    cordoned: bool = False
-    """Whether this flow cordoned the node; only then does a cancel uncordon it."""
-
-    def to_annotation(self) -> str:
-        return json.dumps(
-            {
-                "step": self.step.value,
-                "started": o.format_time(self.started),
-                "since": o.format_time(self.since),
-                "cordoned": self.cordoned,
-            },
-            separators=(",", ":"),
-        )
-
-    @classmethod
-    def from_annotation(cls, text: str) -> Progress:
-        try:
-            raw: Any = json.loads(text)
-            step = Step(raw["step"])
-            started = o.parse_time(raw["started"])
-            since = o.parse_time(raw.get("since") or raw["started"])
-            cordoned = raw.get("cordoned", False)
-        except (ValueError, TypeError, KeyError) as exc:
-            raise ProgressError(f"not a delete-node progress record: {text[:200]!r}") from exc
-        if started is None or since is None or not isinstance(cordoned, bool):
-            raise ProgressError(f"not a delete-node progress record: {text[:200]!r}")
-        return cls(step, started, since, cordoned)
-
-    @classmethod
-    def begin(cls, now: datetime, *, cordoned: bool) -> Progress:
-        return cls(Step.DRAINING, now, now, cordoned)
-
-    def to(self, step: Step, now: datetime) -> Progress:
-        return replace(self, step=step, since=now)
+    __slots__ = ()
+    steps = Step
+    first = Step.DRAINING
+    what = "a delete-node progress record"
 
 
 def delete_requested(node: dict[str, Any], keys: Keys) -> bool:
@@ -103,10 +63,7 @@ def delete_requested(node: dict[str, Any], keys: Keys) -> bool:
 
 def read_progress(node: dict[str, Any], keys: Keys) -> Progress | None:
     """The node's progress record, None without one; raises `ProgressError` for garbage."""
-    text = o.annotations_of(node).get(keys.delete_progress)
-    if text is None:
-        return None
-    return Progress.from_annotation(text)
+    return Progress.of_node(node, keys.delete_progress)
 
 
 def next_action(requested: bool, progress: Progress | None, *, remove_node: bool) -> Action:

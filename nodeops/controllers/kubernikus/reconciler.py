@@ -18,13 +18,13 @@ stop other nodes.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from datetime import datetime
+from collections.abc import Callable
 from typing import Any
 
 import structlog
 
 from nodeops.api.configfile import format_go_duration
+from nodeops.controllers.kit import Clock, drain_pass, events_or_null, patch_node, record_step
 from nodeops.controllers.kubernikus.config import KubernikusConfig
 from nodeops.controllers.kubernikus.keys import Keys
 from nodeops.controllers.kubernikus.metrics import FAILURES, REPLACEMENTS
@@ -44,8 +44,7 @@ from nodeops.controllers.kubernikus.version import (
     differs,
     parse_version,
 )
-from nodeops.drain.engine import DrainProgress
-from nodeops.drain.errors import DrainError
+from nodeops.drain.engine import Drainer
 from nodeops.kube import errors
 from nodeops.kube import objects as o
 from nodeops.kube.client import Client
@@ -55,13 +54,11 @@ from nodeops.kube.informer import Informer
 from nodeops.kube.resources import NODES
 from nodeops.providers.base import ProviderConfigError, ProviderError
 
-__all__ = ["DrainStep", "KubernikusReconciler"]
+__all__ = ["KubernikusReconciler"]
 
 log = structlog.get_logger(__name__)
 
 Obj = dict[str, Any]
-DrainStep = Callable[[str, datetime], Awaitable[DrainProgress]]
-"""One non-blocking drain pass of a node: `Drainer.step`."""
 
 _ACTION = "DeleteNode"
 _MAX_STEPS_PER_RECONCILE = 6
@@ -77,10 +74,10 @@ class KubernikusReconciler:
         config: KubernikusConfig,
         server_version: Callable[[], KubeVersion | None],
         servers: ServersSource,
-        drain: DrainStep,
+        drainer: Drainer,
         drain_stopped: Callable[[str], None] | None = None,
         events: EventRecorder | None = None,
-        clock: Callable[[], datetime] = o.now,
+        clock: Clock | None = None,
     ) -> None:
         self.client = client
         self.nodes = nodes
@@ -88,10 +85,10 @@ class KubernikusReconciler:
         self.config = config
         self.server_version = server_version
         self.servers = servers
-        self.drain = drain
-        self.drain_stopped = drain_stopped  # a drain given up on: `Drainer.stopped`
-        self.events = events
-        self.clock = clock
+        self.drainer = drainer
+        self.drain_stopped = drain_stopped or drainer.stopped  # a drain given up on
+        self.events = events_or_null(events)
+        self.clock = clock or Clock()
         self._unparsable: set[tuple[str, str]] = set()
         self._warned: set[tuple[str, str, str]] = set()
 
@@ -139,7 +136,7 @@ class KubernikusReconciler:
             key = (o.uid(node), raw)
             if key not in self._unparsable:
                 self._unparsable.add(key)
-                self._event(
+                self.events.event(
                     node,
                     WARNING,
                     "UnknownKubeletVersion",
@@ -199,7 +196,7 @@ class KubernikusReconciler:
                         return intervals.requeue
                     if not gone:
                         return intervals.pod_deletion.period
-                    self._event(node, NORMAL, "ServerDeleted", _ACTION, "the server is gone")
+                    self.events.event(node, NORMAL, "ServerDeleted", _ACTION, "the server is gone")
                     node, progress = await self._record(node, progress, self._after_server())
                     REPLACEMENTS.labels("completed").inc()
                 case Action.REMOVE_NODE:
@@ -217,7 +214,7 @@ class KubernikusReconciler:
 
     async def _start(self, node: Obj) -> tuple[Obj, Progress]:
         already = bool((node.get("spec") or {}).get("unschedulable"))
-        progress = Progress.begin(self.clock(), cordoned=not already)
+        progress = Progress.begin(self.clock.now(), cordoned=not already)
         body: Obj = {
             "metadata": {"annotations": {self.keys.delete_progress: progress.to_annotation()}}
         }
@@ -226,7 +223,7 @@ class KubernikusReconciler:
         node = await self._patch(node, body)
         REPLACEMENTS.labels("started").inc()
         log.info("deleting node: cordoned, draining", node=o.name(node))
-        self._event(
+        self.events.event(
             node,
             NORMAL,
             "Draining",
@@ -241,10 +238,9 @@ class KubernikusReconciler:
             body["spec"] = {"unschedulable": None}
         await self._patch(node, body)
         REPLACEMENTS.labels("cancelled").inc()
-        if self.drain_stopped is not None:
-            self.drain_stopped(o.name(node))
+        self.drain_stopped(o.name(node))
         log.info("node deletion cancelled", node=o.name(node))
-        self._event(
+        self.events.event(
             node,
             NORMAL,
             "DeletionCancelled",
@@ -256,15 +252,22 @@ class KubernikusReconciler:
     async def _drain(self, node: Obj, progress: Progress) -> float | None:
         """One drain pass; None once the node is drained, else when to look again."""
         intervals = self.config.intervals
-        try:
-            report = await self.drain(o.name(node), progress.started)
-        except DrainError as exc:
-            self._warn(node, "DrainFailed", str(exc))
+        outcome = await drain_pass(self.drainer, o.name(node), progress.started)
+        if outcome.failed:
+            self._warn(node, "DrainFailed", outcome.message)
             return intervals.pod_eviction.period
-        if report.complete:
-            self._event(node, NORMAL, "Drained", _ACTION, "node drained; deleting its server")
+        if outcome.gone:
+            return intervals.requeue  # the node's cache catches up, and the flow ends there
+        if outcome.done:
+            self.events.event(node, NORMAL, "Drained", _ACTION, "node drained; deleting its server")
             return None
-        waited = (self.clock() - progress.since).total_seconds()
+        report = outcome.progress
+        if report is None:
+            # Caches still filling, or a NodeDrainRule to fix (that one said in a Warning).
+            if outcome.blocked:
+                self._warn(node, "DrainFailed", outcome.message)
+            return intervals.pod_eviction.period
+        waited = (self.clock.now() - progress.since).total_seconds()
         if report.failures:
             # Evictions refused (a PodDisruptionBudget without room): ask again each period.
             if waited > intervals.pod_eviction.timeout:
@@ -303,7 +306,7 @@ class KubernikusReconciler:
             servers = await self.servers.get()
             server = await servers.find_server(node)
             if server is None:
-                self._event(
+                self.events.event(
                     node,
                     NORMAL,
                     "ServerGone",
@@ -322,7 +325,9 @@ class KubernikusReconciler:
                 return self.config.intervals.pod_deletion.period
             return self.config.intervals.requeue
         log.info("server deletion requested", node=name, server=server.id)
-        self._event(node, NORMAL, "DeletingServer", _ACTION, f"server {server.id} is being deleted")
+        self.events.event(
+            node, NORMAL, "DeletingServer", _ACTION, f"server {server.id} is being deleted"
+        )
         return Step.WAITING_FOR_SERVER
 
     async def _server_gone(self, node: Obj) -> bool | None:
@@ -348,10 +353,8 @@ class KubernikusReconciler:
     # ------------------------------------------------------------------ writes
 
     async def _record(self, node: Obj, progress: Progress, step: Step) -> tuple[Obj, Progress]:
-        """Write the next step before it is taken."""
-        advanced = progress.to(step, self.clock())
-        body = {"metadata": {"annotations": {self.keys.delete_progress: advanced.to_annotation()}}}
-        return await self._patch(node, body), advanced
+        key = self.keys.delete_progress
+        return await record_step(self.client, node, key, progress, step, self.clock.now())
 
     async def _discard_progress(self, node: Obj, reason: str) -> Obj:
         self._warn(node, "InvalidProgress", f"{self.keys.delete_progress}: {reason}; starting over")
@@ -360,20 +363,9 @@ class KubernikusReconciler:
         )
 
     async def _patch(self, node: Obj, body: Obj) -> Obj:
-        """A merge patch guarded by the node's resourceVersion (409 when it changed since)."""
-        return await self.client.patch(
-            NODES,
-            o.name(node),
-            body,
-            patch_type="merge",
-            resource_version=o.meta(node).get("resourceVersion"),
-        )
+        return await patch_node(self.client, node, body)
 
     def _warn(self, node: Obj, reason: str, note: str) -> None:
         """A step of the delete flow failed or stalled: a Warning on the node, counted."""
         FAILURES.labels(reason).inc()
-        self._event(node, WARNING, reason, _ACTION, note)
-
-    def _event(self, node: Obj, type_: str, reason: str, action: str, note: str) -> None:
-        if self.events is not None:
-            self.events.event(node, type_, reason, action, note)
+        self.events.event(node, WARNING, reason, _ACTION, note)

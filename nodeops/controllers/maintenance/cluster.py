@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import httpx
 import orjson
 
+from nodeops.controllers.kit import Drainers
 from nodeops.controllers.maintenance.keys import Keys
 from nodeops.drain.engine import Drainer
 from nodeops.drain.options import DrainOptions
-from nodeops.drain.sources import DrainSources
 from nodeops.kube.client import Client
 from nodeops.kube.events import EventRecorder
 from nodeops.kube.informer import Informer
@@ -38,10 +37,9 @@ def pods_by_node(pod: Obj) -> list[str]:
 class CacheView:
     """A `ClusterView` over informers; without a pod informer, pods are listed on demand.
 
-    `drain_sources` gives where drains read the cluster (the manager's `SharedInformers`, so
-    their budget tokens are those of every other controller in the process); asked for on the
-    first drain, so a configuration without one watches no more than it needs.
-    `drain_controller` names the controller in the drain metrics.
+    `drainers` are the controller's drains (`Drainers.for_manager`: the manager's shared
+    sources, so their budget tokens are those of every other controller in the process; made on
+    the first drain, so a configuration without one watches no more than it needs).
     """
 
     def __init__(
@@ -53,12 +51,10 @@ class CacheView:
         pods: Informer | None = None,
         events: EventRecorder | None = None,
         http: httpx.AsyncClient | None = None,
-        drain_sources: Callable[[], DrainSources] | None = None,
-        drain_controller: str | None = None,
+        drainers: Drainers | None = None,
     ) -> None:
         self._client = client
-        self._drain_sources = drain_sources
-        self._drain_controller = drain_controller
+        self._drainers = drainers or Drainers(client, controller="maintenance", events=events)
         self._nodes = nodes
         self._pods = pods
         self._events = events
@@ -109,14 +105,7 @@ class CacheView:
         return items
 
     def drainer(self, options: DrainOptions) -> Drainer:
-        sources = self._drain_sources() if self._drain_sources is not None else None
-        return Drainer(
-            self._client,
-            options,
-            sources=sources,
-            events=self._events,
-            controller=self._drain_controller,
-        )
+        return self._drainers.get(options)
 
     async def close(self) -> None:
         if self._http is not None:

@@ -92,25 +92,28 @@ class RawNotifyInstance(RawInstance):
 
 
 class RawTransition(_Raw):
-    check: str = Field(min_length=1)
+    # Required, but checked by the loader so a missing one does not hide the other problems.
+    check: str | None = None
     trigger: str | None = None
-    next: str
+    next: str | None = None
 
 
 class RawState(_Raw):
     enter: str | None = None
     notify: str | None = None
-    transitions: list[RawTransition] | None = None
+    transitions: Any = None  # each validated on its own (RawTransition)
     # The format before configurable transitions: one check/trigger, implied next state.
     check: str | None = None
     trigger: str | None = None
 
 
 class RawProfile(_Raw):
-    name: str = Field(min_length=1)
-    operational: RawState | None = None
-    maintenance_required: RawState | None = Field(None, alias="maintenance-required")
-    in_maintenance: RawState | None = Field(None, alias="in-maintenance")
+    """The states are validated one by one (RawState), so one bad part hides nothing else."""
+
+    name: str | None = None  # required, checked by the loader
+    operational: Any = None
+    maintenance_required: Any = Field(None, alias="maintenance-required")
+    in_maintenance: Any = Field(None, alias="in-maintenance")
 
 
 class RawIntervals(_Raw):
@@ -281,6 +284,8 @@ class _Loader:
             return None
         for key in cfg.model_extra or {}:
             self.warn((*path, "config", key), f"unknown key for {raw.type}, ignored")
+        for key, message in cfg.load_warnings():
+            self.warn((*path, "config", key), message)
         try:
             plugin = ptype.factory(cfg)
         except TemplateError as exc:
@@ -371,21 +376,28 @@ class _Loader:
 
     def state(
         self,
-        raw: RawState | None,
+        value: Any,
         state: State,
         path: tuple[str | int, ...],
         checks: Mapping[str, Instance],
         triggers: Mapping[str, Instance],
         notifications: Mapping[str, Instance],
     ) -> StateConfig:
+        if value is None:
+            return StateConfig()
+        raw = self.section(RawState, value, path)
         if raw is None:
             return StateConfig()
-        self.extras(raw, path)
         out = StateConfig(
             enter=self.chain("trigger", raw.enter, (*path, "enter"), triggers),
             notify=self.chain("notify", raw.notify, (*path, "notify"), notifications),
         )
-        transitions = list(raw.transitions or [])
+        listed = self.items(raw.transitions, (*path, "transitions"))
+        transitions: list[tuple[tuple[str | int, ...], RawTransition]] = []
+        for i, item in enumerate(listed):
+            t = self.section(RawTransition, item, (*path, "transitions", i))
+            if t is not None:
+                transitions.append(((*path, "transitions", i), t))
         if raw.check is not None or raw.trigger is not None:
             self.warn(
                 path,
@@ -393,17 +405,22 @@ class _Loader:
                 f"{_IMPLIED_NEXT[state].value} (write transitions: [{{check, trigger, next}}])",
             )
             if raw.check:
-                transitions.append(
-                    RawTransition(check=raw.check, trigger=raw.trigger, next=_IMPLIED_NEXT[state])
+                legacy = RawTransition(
+                    check=raw.check, trigger=raw.trigger, next=_IMPLIED_NEXT[state]
                 )
-        for i, t in enumerate(transitions):
-            tpath = (*path, "transitions", i)
-            if i < len(raw.transitions or []):
-                self.extras(t, tpath)
+                transitions.append(((*path, "check"), legacy))
+        for i, (tpath, t) in enumerate(transitions):
+            expr = None
+            if t.check is None:
+                self.error((*tpath, "check"), "required field is missing")
+            elif not t.check.strip():
+                self.error((*tpath, "check"), "must not be empty")
             else:
-                tpath = (*path, "check")
-            expr = self.check_expr(t.check, (*tpath, "check"), checks, state)
+                expr = self.check_expr(t.check, (*tpath, "check"), checks, state)
             trig = self.chain("trigger", t.trigger, (*tpath, "trigger"), triggers)
+            if t.next is None:
+                self.error((*tpath, "next"), "required field is missing")
+                continue
             if t.next not in {s.value for s in STATES}:
                 allowed = ", ".join(s.value for s in STATES)
                 self.error((*tpath, "next"), f"unknown state {t.next!r} (one of {allowed})")
@@ -412,7 +429,9 @@ class _Loader:
             if nxt == state:
                 self.warn((*tpath, "next"), "transition to the same state never changes anything")
             if expr is not None:
-                out.transitions.append(Transition(i, expr, t.check, trig, nxt, self.line(tpath)))
+                out.transitions.append(
+                    Transition(i, expr, t.check or "", trig, nxt, self.line(tpath))
+                )
         return out
 
     def section(self, model: type[_Raw], value: Any, path: tuple[str | int, ...]) -> Any:
@@ -474,12 +493,17 @@ class _Loader:
             rp = self.section(RawProfile, item, path)
             if rp is None:
                 continue
-            if "--" in rp.name:
+            named = True
+            if not rp.name:
+                self.error((*path, "name"), "required field is missing")
+                named = False
+            elif "--" in rp.name:
                 self.error((*path, "name"), f"profile name {rp.name!r} must not contain '--'")
-                continue
-            if rp.name in names_seen:
+                named = False
+            if named and rp.name in names_seen:
                 self.warn(path, f"profile {rp.name!r} defined twice; this one wins")
-            names_seen.add(rp.name)
+            if rp.name:
+                names_seen.add(rp.name)
             states = {}
             for state, attr in (
                 (State.OPERATIONAL, "operational"),
@@ -494,7 +518,8 @@ class _Loader:
                     built["trigger"],
                     built["notify"],
                 )
-            profiles[rp.name] = Profile(rp.name, states)
+            if named and rp.name:
+                profiles[rp.name] = Profile(rp.name, states)
         if self.problems or intervals is None or dashboard is None:
             raise ConfigError(self.problems)
         return MaintenanceConfig(

@@ -154,8 +154,12 @@ class _Parser:
                 raise ExpressionError("parentheses nested too deeply", tok.column)
             inner = self.or_()
             close = self.take()
+            if close.kind == "end":
+                # Nothing was misplaced: the ( is the one fact to point at.
+                raise ExpressionError('missing ) for this "("', tok.column)
             if close.kind != "rparen":
-                raise ExpressionError(f"missing ) for the ( at column {tok.column}", close.column)
+                what = "a name" if close.kind == "name" else f'"{close.text}"'
+                raise ExpressionError(f"unexpected {what}, expected &&, || or )", close.column)
             self.depth -= 1
             return inner
         if tok.kind == "end":

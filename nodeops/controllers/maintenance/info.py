@@ -22,15 +22,18 @@ Obj = dict[str, Any]
 def node_info(outcome: NodeOutcome, node: Obj, label_filter: Iterable[str], now: datetime) -> Obj:
     labels = (node.get("metadata") or {}).get("labels") or {}
     wanted = list(label_filter)
-    return {
+    info: Obj = {
         "node": outcome.node,
         "state": outcome.state.value,
         "profiles": [p.to_json() for p in outcome.profiles],
         "labels": {k: labels[k] for k in wanted if k in labels},
         "updated": format_time(now),
         "error": outcome.data_error or "",
-        "blockedByProfileNote": BLOCKED_BY_PROFILE,
     }
+    # Only where it is true: the dashboard marks the transitions whose error is this note.
+    if any(t.blocked == BLOCKED_BY_PROFILE for p in outcome.profiles for t in p.transitions):
+        info["blockedByProfileNote"] = BLOCKED_BY_PROFILE
+    return info
 
 
 class InfoStore:

@@ -8,12 +8,12 @@ controller's own writes before its next reconcile.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import structlog
 
+from nodeops.controllers.kit import Clock, events_or_null
 from nodeops.controllers.maintenance.cluster import CacheView
 from nodeops.controllers.maintenance.engine import Engine, NodeOutcome
 from nodeops.controllers.maintenance.info import InfoStore, node_info
@@ -30,10 +30,6 @@ log = structlog.get_logger(__name__)
 RETRY_AFTER = 5.0  # a drain or another long step under way: look again this soon
 
 
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
 class MaintenanceReconciler:
     def __init__(
         self,
@@ -43,14 +39,15 @@ class MaintenanceReconciler:
         sender: NotificationSender,
         info: InfoStore,
         *,
-        clock: Callable[[], datetime] = utcnow,
+        clock: Clock | None = None,
     ) -> None:
         self.source = source
         self.keys = keys
         self.view = view
         self.sender = sender
         self.info = info
-        self.clock = clock
+        self.clock = clock or Clock()
+        self.events = events_or_null(view.events)
         self.writes = 0
         self._background: set[asyncio.Task[Any]] = set()
 
@@ -65,7 +62,7 @@ class MaintenanceReconciler:
         config = self.source.current
         if ctx is not None and not ctx.may_act():
             return None
-        now = self.clock()
+        now = self.clock.now()
         outcome = await Engine(config, self.keys, self.view).evaluate(node, now)
         if outcome.data_error:
             self._event(node, "Warning", "MaintenanceDataInvalid", outcome.data_error)
@@ -121,6 +118,4 @@ class MaintenanceReconciler:
                 )
 
     def _event(self, node: dict[str, Any], type_: str, reason: str, note: str) -> None:
-        events = self.view.events
-        if events is not None:
-            events.event(node, type_, reason, "Maintenance", note)
+        self.events.event(node, type_, reason, "Maintenance", note)

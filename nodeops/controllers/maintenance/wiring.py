@@ -1,4 +1,8 @@
-"""How the maintenance controller is put together on a manager (what `setup` does)."""
+"""How the maintenance controller is put together on a manager (what `setup` does).
+
+Nodes wake it when they change in more than a heartbeat (`node_changed`); a reloaded
+configuration wakes it for every node, through a channel.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodeops.controllers import SetupError
-from nodeops.controllers.maintenance import MaintenanceSettings
+from nodeops.controllers.kit import Channel, Drainers, clock_of, every_object, node_changed
 from nodeops.controllers.maintenance.api import build_app, serve
 from nodeops.controllers.maintenance.cluster import CacheView
 from nodeops.controllers.maintenance.config import ConfigError, MaintenanceConfig
@@ -14,9 +18,9 @@ from nodeops.controllers.maintenance.info import InfoStore
 from nodeops.controllers.maintenance.keys import Keys
 from nodeops.controllers.maintenance.reconciler import MaintenanceReconciler
 from nodeops.controllers.maintenance.sender import NotificationSender
+from nodeops.controllers.maintenance.settings import MaintenanceSettings
 from nodeops.controllers.maintenance.source import ConfigSource
-from nodeops.drain.sources import SharedInformers
-from nodeops.kube.controller import Controller, Request
+from nodeops.kube.controller import Controller
 from nodeops.kube.informer import Informer, default_transform
 from nodeops.kube.manager import Manager, parse_addr
 from nodeops.kube.resources import NODES, PODS
@@ -36,24 +40,6 @@ def slim_pod(pod: Obj) -> Obj:
         "spec": {k: spec[k] for k in ("nodeName", "affinity") if k in spec},
         "status": {"phase": (pod.get("status") or {}).get("phase")},
     }
-
-
-def _conditions(node: Obj) -> list[tuple[Any, Any]]:
-    return [
-        (c.get("type"), c.get("status")) for c in (node.get("status") or {}).get("conditions") or ()
-    ]
-
-
-def relevant_change(old: Obj, new: Obj) -> bool:
-    """Node updates that can change a decision; kubelet heartbeats alone do not."""
-    om, nm = old.get("metadata") or {}, new.get("metadata") or {}
-    return (
-        om.get("labels") != nm.get("labels")
-        or om.get("annotations") != nm.get("annotations")
-        or om.get("finalizers") != nm.get("finalizers")
-        or old.get("spec") != new.get("spec")
-        or _conditions(old) != _conditions(new)
-    )
 
 
 @dataclass
@@ -90,23 +76,18 @@ def build(manager: Manager, settings: MaintenanceSettings, **reconciler_args: An
         keys,
         pods=pods,
         events=manager.events,
-        drain_sources=lambda: SharedInformers.for_manager(manager),
-        drain_controller=NAME,
+        drainers=Drainers.for_manager(manager, NAME),
     )
     sender = NotificationSender(view)
     info = InfoStore()
+    reconciler_args.setdefault("clock", clock_of(manager))
     reconciler = MaintenanceReconciler(source, keys, view, sender, info, **reconciler_args)
     # One worker: cluster-wide checks decide one node at a time on up-to-date caches.
     controller = Controller(NAME, reconciler, max_concurrent_reconciles=1).for_(
-        nodes, update_predicate=relevant_change
+        nodes, update_predicate=node_changed
     )
     manager.add(controller)
-
-    def reloaded(_: MaintenanceConfig) -> None:
-        for key in nodes.keys():
-            controller.queue.add(Request(key))
-
-    source.listeners.append(reloaded)
+    source.listeners.append(Channel(controller, every_object(nodes)).send)
 
     async def watch_config(stop: Any) -> None:
         await source.watch(stop, settings.reload_interval)

@@ -16,8 +16,11 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack
 from typing import Any, Final
 
-import aioboto3
-from aiobotocore.config import AioConfig
+from nodeops.common.extras import optional_dependencies
+
+with optional_dependencies("aws"):
+    import aioboto3
+    from aiobotocore.config import AioConfig
 
 from nodeops.providers.aws.config import AwsConfig
 from nodeops.providers.aws.errors import classify_aws_error

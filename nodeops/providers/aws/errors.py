@@ -9,8 +9,12 @@ from __future__ import annotations
 from typing import Final
 
 import aiohttp
-from botocore import exceptions as boto_exc
-from botocore.parsers import ResponseParserError
+
+from nodeops.common.extras import optional_dependencies
+
+with optional_dependencies("aws"):
+    from botocore import exceptions as boto_exc
+    from botocore.parsers import ResponseParserError
 
 from nodeops.providers.base import ProviderError
 

@@ -286,6 +286,8 @@ class Attachment:
             freeze_caches=False,
             client_factory=self.new_client,
             owns_node=owns,
+            # The attached server stamps times by the wall clock.
+            server_clock=Clock(1.0),
         )
         await self.loops.start()
         await self.cloud.start(self.target.server, client=self.new_client("cloud"), owns=owns)

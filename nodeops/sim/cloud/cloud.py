@@ -148,7 +148,9 @@ class SimCloud:
         `client` (closed on stop) and `owns` are for a cloud attached to another cluster."""
         if self._task is not None:
             raise RuntimeError("already started")
-        self._client = client or ApiClient(api_url, api_token, component="cloud", ca_pem=ca_pem)
+        self._client = client or ApiClient(
+            api_url, api_token, component="cloud", ca_pem=ca_pem, time_scale=self.clock.time_scale
+        )
         self.loop = CloudLoop(self.state, self.clock, self._client, owns=owns)
         self._task = asyncio.create_task(self.loop.run(), name="sim-cloud")
         await self.traffic.start(self._client)

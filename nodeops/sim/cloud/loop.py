@@ -93,9 +93,16 @@ class CloudLoop(Clockwork):
         patch = {"metadata": {"uid": uid, "annotations": {KUBELET_STATE: kubelet}}}
         try:
             await self.client.patch(NODES, instance.node_name, patch, patch_type="merge")
-        except (NotFound, Conflict):
+        except NotFound:
             instance.node_gone = True
             return
+        except Conflict:
+            # Another node under the name, or a write the server refused for now: only a
+            # fresh read tells which.
+            if await self._own_node(instance) is None:
+                instance.node_gone = True
+                return
+            raise
         instance.kubelet_signalled = kubelet
 
     async def _delete_node(self, instance: SimInstance) -> None:

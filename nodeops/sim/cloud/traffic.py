@@ -32,7 +32,7 @@ import contextlib
 import itertools
 import logging
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -229,6 +229,12 @@ class TrafficSimulator:
         self._services: Informer | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._gone: dict[str, float] = {}
+        # Bumped by every pod event: the endpoints worked out before it are stale. A flow sends
+        # `rate` requests a simulated second (3,000 a wall second at 30x), and working out a
+        # request's endpoints scans every pod: done once per change, not once per request.
+        self._pods_generation = 0
+        self._endpoints: dict[tuple[str, tuple[tuple[str, str], ...], str], tuple[int, list[Obj]]]
+        self._endpoints = {}
         self._stopped_machines: dict[str, float] = {}
         self._wake = asyncio.Event()
         state.health_checks = self.health_of
@@ -276,6 +282,7 @@ class TrafficSimulator:
         ]
 
     def _on_pod(self, old: Obj | None, new: Obj | None) -> None:
+        self._pods_generation += 1
         if new is None and old is not None:
             self._gone[_uid(old)] = self.now()
             self._wake.set()
@@ -500,12 +507,8 @@ class TrafficSimulator:
             record = flow.new_record(at, node, instance.id, None)
             flow.finish(record, at, False, "no such Service")
             return
-        candidates = (
-            self._local_pods(flow, instance.node_name, service)
-            if self._local_policy(service)
-            else self._all_pods(flow, service)
-        )
-        pod = self._pick(flow, candidates)
+        node_name = instance.node_name if self._local_policy(service) else ""
+        pod = self._pick(flow, self._serving(flow, service, node_name))
         if pod is None:
             record = flow.new_record(at, node, instance.id, None)
             flow.finish(record, at, False, "no endpoint on the node")
@@ -515,12 +518,28 @@ class TrafficSimulator:
             record, at + flow.spec.request_seconds, _uid(pod), registration
         )
 
-    @staticmethod
-    def _pick(flow: Flow, pods: Iterable[Obj]) -> Obj | None:
-        ordered = sorted(pods, key=_pod_ref)
+    def _serving(self, flow: Flow, service: Obj, node: str) -> list[Obj]:
+        """The pods a request through `service` may reach (on `node` only, when one is given),
+        in a stable order; worked out again only after a pod event."""
+        selector = (service.get("spec") or {}).get("selector") or {}
+        key = (flow.spec.namespace, tuple(sorted(selector.items())), node)
+        cached = self._endpoints.get(key)
+        if cached is not None and cached[0] == self._pods_generation:
+            return cached[1]
+        candidates = (
+            self._local_pods(flow, node, service) if node else self._all_pods(flow, service)
+        )
+        ordered = sorted(candidates, key=_pod_ref)
         ready = [p for p in ordered if pod_ready(p) and not is_deleting(p)]
         # ProxyTerminatingEndpoints: with no ready endpoint, terminating ones that still run.
         serving = ready or [p for p in ordered if is_deleting(p) and pod_ready(p)]
+        if len(self._endpoints) > 4096:
+            self._endpoints.clear()
+        self._endpoints[key] = (self._pods_generation, serving)
+        return serving
+
+    @staticmethod
+    def _pick(flow: Flow, serving: list[Obj]) -> Obj | None:
         if not serving:
             return None
         return serving[flow.turn() % len(serving)]

@@ -58,6 +58,8 @@ class ClusterLoops:
     what keeps a 150,000-pod cache from causing multi-second collection pauses.
     `client_factory` (component -> client) and `owns_node` are for loops attached to another
     cluster: its credentials and labels, and the only nodes whose kubelet is simulated.
+    `server_clock` is the clock the API server stamps times with, when it is not `clock`: an
+    attached kube-apiserver writes wall-clock times while these loops may run faster.
     """
 
     def __init__(
@@ -76,11 +78,13 @@ class ClusterLoops:
         ca_pem: bytes | None = None,
         client_factory: Callable[[str], ApiClient] | None = None,
         owns_node: Callable[[Obj], bool] | None = None,
+        server_clock: Clock | None = None,
     ) -> None:
         self.server_url = server_url
         self.token = token
         self.ca_pem = ca_pem
         self.clock = clock
+        self.server_clock = server_clock or clock
         self.kubelet_start_seconds = kubelet_start_seconds
         self.instant = instant
         self.heartbeat_seconds = heartbeat_seconds
@@ -109,7 +113,13 @@ class ClusterLoops:
         if self.client_factory is not None:
             client = self.client_factory(component)
         else:
-            client = ApiClient(self.server_url, self.token, component=component, ca_pem=self.ca_pem)
+            client = ApiClient(
+                self.server_url,
+                self.token,
+                component=component,
+                ca_pem=self.ca_pem,
+                time_scale=self.clock.time_scale,
+            )
         self._clients.append(client)
         return client
 
@@ -159,6 +169,7 @@ class ClusterLoops:
                 informers.get(REPLICASETS),
                 informers.get(DEPLOYMENTS),
                 informers.get(STATEFULSETS),
+                server_clock=self.server_clock,
             )
             runs.append(("disruption", self.disruption.run))
         if "gc" in self.components:

@@ -289,8 +289,13 @@ class ApiClient:
         throttle_retries: int = 8,
         ca_pem: bytes | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        time_scale: float = 1.0,
     ) -> None:
+        """`time_scale` is the simulated clock's, for loops that live on it: the Retry-After of
+        a 429 is waited in the cluster's seconds, as a kubelet at real speed waits it (a second
+        against its 40 s node grace), not in wall seconds that a fast clock multiplies."""
         self.base_url = base_url.rstrip("/")
+        self.time_scale = time_scale if time_scale > 0 else 1.0
         # A server with a self-signed CA is trusted through that CA only, as kubeconfigs do;
         # `ssl_context` carries what a kubeconfig of another cluster says (its CA, a client
         # certificate) when the loops are attached there.
@@ -378,7 +383,9 @@ class ApiClient:
             attempt += 1
             delay = err.retry_after
             await asyncio.sleep(
-                (delay if delay is not None else 0.1 * attempt) * random.uniform(1, 1.2)
+                (delay if delay is not None else 0.1 * attempt)
+                * random.uniform(1, 1.2)
+                / self.time_scale
             )
 
     # -- verbs ----------------------------------------------------------------------------------

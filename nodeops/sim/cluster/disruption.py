@@ -42,8 +42,14 @@ class DisruptionController(Controller[Key]):
         statefulsets: Informer,
         *,
         workers: int = 4,
+        server_clock: Clock | None = None,
     ) -> None:
         super().__init__(clock, workers=workers)
+        # The eviction API stamps `disruptedPods` with the API server's time, and their expiry
+        # is judged against it: attached to a kube-apiserver, that is the wall clock, not the
+        # faster simulated one, which would expire every entry at once and count a pod the
+        # eviction API just approved as healthy again (a second eviction then passes).
+        self.server_clock = server_clock or clock
         self.client = client
         self.pods = pods
         self.pdbs = pdbs
@@ -147,10 +153,12 @@ class DisruptionController(Controller[Key]):
             return None
         store = self.pods.store
         pods = [store[k] for k in self._members.get(key, ()) if k in store]
-        now = self.clock.now()
+        now = self.server_clock.now()
         status = compute_pdb_status(pdb, pods, self.scale_of, now)
         await write_status(self.client, PDBS, pdb, status)
         recheck = pdb_recheck_time(status)
         if recheck is None:
             return None
-        return max(0.0, (recheck - now).total_seconds()) + 0.5
+        # A delay in the server's seconds, requeued in this loop's.
+        ratio = self.clock.time_scale / self.server_clock.time_scale
+        return max(0.0, (recheck - now).total_seconds()) * ratio + 0.5

@@ -459,8 +459,10 @@ class Kubelet(Controller[Key]):
             stopped = completed_status(pod, now=self.clock.timestamp(), exit_code=exit_code(pod))
             try:
                 await self._write_status(pod, stopped)
-            except (NotFound, Conflict):
-                return None  # gone already, or a new pod took the name
+            except NotFound:
+                return None  # gone already
+            # A Conflict is raised: it may be a new pod under the name, or the server's passing
+            # refusal of a write; the retry reads the pod again and tells which.
             return None  # the status's own event brings the pod back for removal
         meta = pod.get("metadata") or {}
         if meta.get("deletionGracePeriodSeconds") == 0 and meta.get("finalizers"):
@@ -471,6 +473,5 @@ class Kubelet(Controller[Key]):
             )
         except NotFound:
             pass
-        except Conflict:
-            pass  # a new pod took the name; the old one is gone
+        # A Conflict is raised, as above: retried against the pod as the cache shows it then.
         return None

@@ -16,7 +16,7 @@ import asyncio
 from datetime import datetime, timedelta
 
 from nodeops.sim.clock import Clock
-from nodeops.sim.cluster.apiclient import NODES, PODS, ApiClient, Conflict, NotFound
+from nodeops.sim.cluster.apiclient import NODES, PODS, ApiClient, NotFound
 from nodeops.sim.cluster.indexes import BY_NODE, pod_node
 from nodeops.sim.cluster.informer import Informer, Key
 from nodeops.sim.cluster.runtime import Controller
@@ -112,6 +112,8 @@ class PodGC(Controller[Key]):
                     subresource="status",
                 )
             await self.client.delete(PODS, name, namespace, grace_period_seconds=0, uid=uid)
-        except (NotFound, Conflict):
+        except NotFound:
             pass
+        # A Conflict (a new pod under the name, or a write the server refused for now) is
+        # retried: the next pass reads the pod again and tells which.
         return None

@@ -25,7 +25,7 @@ import celpy
 from celpy import celtypes
 from celpy.evaluation import CELEvalError
 
-from nodeops.common.selectors import go_quote
+from nodeops.common.gomessages import go_quote
 from nodeops.sim.server import cellib
 from nodeops.sim.server.celcheck import (
     DeclType,

@@ -25,8 +25,8 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from nodeops.common.jsonpath import go_json
 from nodeops.sim.server.cel import rule_compile_errors
+from nodeops.sim.server.jsonpath import go_json
 from nodeops.sim.server.schema import prune, validate
 from nodeops.sim.server.validation import forbidden, invalid, required
 

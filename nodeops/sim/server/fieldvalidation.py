@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from nodeops.common.selectors import go_quote
+from nodeops.common.gomessages import go_quote
 from nodeops.sim.server import errors, knownfields, validation
 from nodeops.sim.server.patch import _go_format, go_json_sorted
 from nodeops.sim.server.resources import ResourceType

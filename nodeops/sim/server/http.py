@@ -50,11 +50,13 @@ from nodeops.sim.server.resources import ResourceType
 from nodeops.sim.server.store import Filter, Watcher
 from nodeops.sim.server.tables import TABLE_API_VERSION, to_table
 from nodeops.sim.server.transform import (
+    PARTIAL_OBJECT_METADATA_LIST,
     TABLE,
     EncodeFailed,
     EventWriter,
     WatchTransformer,
     negotiate,
+    partial_object_metadata,
     table_include_object,
 )
 
@@ -315,8 +317,13 @@ class ApiHttp:
             return await self._subresource(request, req, rt, dry_run)
         if req.verb == "get":
             entry = reg._entry(rt, ns, req.name)
-            if self._wants_table(request):
+            target = negotiate(request.headers.get("Accept", ""))
+            if target is not None and target.kind == TABLE:
                 return self._json(self._table(rt, [reg.decode(rt, entry)], request))
+            if target is not None:
+                return self._json(
+                    partial_object_metadata(reg.decode(rt, entry), target.api_version)
+                )
             encoder = reg.encoder(rt)
             return self._raw(encoder(entry.raw) if encoder else entry.raw)
         if req.verb == "list":
@@ -339,8 +346,11 @@ class ApiHttp:
             ptype, body = await self._patch_body(request, rt.custom)
             fields = FieldValidation(q, "PatchOptions")
             check = fields.for_patch(rt, ptype, body, await request.read())
+            bucket = reg.store.bucket(rt.storage_key)
+            existed = bucket.get(ns if rt.namespaced else "", req.name) is not None
             obj = reg.patch(rt, ns, req.name, ptype, body, "", dry_run, check)
-            return fields.add_headers(self._json(obj))
+            # An apply that creates answers 201, as kube's patch handler does (`wasCreated`).
+            return fields.add_headers(self._json(obj, 200 if existed else 201))
         if req.verb == "delete":
             options = await self._delete_options(request)
             result, _ = reg.delete(rt, ns, req.name, options, dry_run)
@@ -378,13 +388,23 @@ class ApiHttp:
         if sub == "status" or (sub == "finalize" and verb == "update"):
             if verb == "get":
                 return self._json(reg.get(rt, ns, name))
+            # The subresource's writes go through the same decoding, so fieldValidation holds
+            # for them too.
             if verb == "update":
+                fields = FieldValidation(request.query, "UpdateOptions")
                 body = await self._body(request)
+                fields.check_body(rt, await request.read(), request.content_type, body)
                 target = "status" if sub == "status" else ""
-                return self._json(reg.update(rt, ns, name, body, target, dry_run))
+                return fields.add_headers(
+                    self._json(reg.update(rt, ns, name, body, target, dry_run))
+                )
             if verb == "patch":
                 ptype, body = await self._patch_body(request, rt.custom)
-                return self._json(reg.patch(rt, ns, name, ptype, body, "status", dry_run))
+                fields = FieldValidation(request.query, "PatchOptions")
+                check = fields.for_patch(rt, ptype, body, await request.read())
+                return fields.add_headers(
+                    self._json(reg.patch(rt, ns, name, ptype, body, "status", dry_run, check))
+                )
         elif sub == "eviction" and verb == "create":
             body = await self._body(request)
             return self._json(await subresources.evict(reg, ns, name, body, dry_run), 201)
@@ -511,11 +531,6 @@ class ApiHttp:
             raise errors.bad_request(str(exc)) from None
         return self.registry.make_filter(rt, ns or None, labels, fields)
 
-    @staticmethod
-    def _wants_table(request: web.Request) -> bool:
-        target = negotiate(request.headers.get("Accept", ""))
-        return target is not None and target.kind == TABLE
-
     def _table(
         self,
         rt: ResourceType,
@@ -553,9 +568,20 @@ class ApiHttp:
             meta["continue"] = result.continue_token
             if result.remaining is not None:
                 meta["remainingItemCount"] = result.remaining
-        if self._wants_table(request):
+        target = negotiate(request.headers.get("Accept", ""))
+        if target is not None:
             objs = [self.registry.decode(rt, e) for e in result.entries]
-            return self._json(self._table(rt, objs, request, meta))
+            if target.kind == TABLE:
+                return self._json(self._table(rt, objs, request, meta))
+            # `asPartialObjectMetadataList`: each item keeps its own kind and apiVersion.
+            return self._json(
+                {
+                    "kind": PARTIAL_OBJECT_METADATA_LIST,
+                    "apiVersion": target.api_version,
+                    "metadata": meta,
+                    "items": [partial_object_metadata(o, target.api_version) for o in objs],
+                }
+            )
         head = (
             b'{"kind":"'
             + rt.list_kind.encode()

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from nodeops.common.selectors import go_quote
+from nodeops.common.gomessages import go_quote
 from nodeops.sim.server import errors
 
 NOT_OLDER_THAN: Final = "NotOlderThan"

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, TypeAlias
 
-from nodeops.common.selectors import go_quote
+from nodeops.common.gomessages import go_quote
 from nodeops.sim.server.errors import ApiError
 
 __all__ = [

@@ -65,6 +65,16 @@ class ListResult:
     remaining: int | None
 
 
+def _copied(obj: Any) -> Any:
+    """A deep copy of decoded JSON, through JSON: what every write pays, and 10x faster than
+    `copy.deepcopy` on a pod (a status patch of a 9 KB pod: 1.4 ms against 0.1 ms). Values JSON
+    encoders refuse (integers past 64 bits) take the slow path."""
+    try:
+        return orjson.loads(orjson.dumps(obj))
+    except TypeError:
+        return copy.deepcopy(obj)
+
+
 def _meta(obj: dict[str, Any]) -> dict[str, Any]:
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
@@ -379,7 +389,7 @@ class Registry:
         if not isinstance(body, dict):
             raise errors.bad_request("the body of the request must be a JSON object")
         _check_decodes(rt, body)
-        obj = copy.deepcopy(body)
+        obj = _copied(body)
         self._check_type_meta(rt, obj)
         meta = _meta(obj)
         if not meta.get("name"):
@@ -454,7 +464,7 @@ class Registry:
         _check_decodes(rt, body)
         entry = self._entry(rt, ns, name)
         old = self.decode(rt, entry)
-        return self._apply_update(rt, entry, old, copy.deepcopy(body), subresource, dry_run)
+        return self._apply_update(rt, entry, old, _copied(body), subresource, dry_run)
 
     def patch(
         self,
@@ -540,7 +550,7 @@ class Registry:
         old_meta = old["metadata"]
         if subresource == "status":
             # Status writes change status only (ResetObjectMetaForStatus + spec kept).
-            merged = copy.deepcopy(old)
+            merged = _copied(old)
             if "status" in new:
                 merged["status"] = new["status"]
             else:

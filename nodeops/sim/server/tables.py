@@ -19,12 +19,12 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from nodeops.common.jsonpath import JsonPath, JsonPathError, compile_path, format_value
 from nodeops.common.selectors import (
     SelectorError,
     format_labels,
     label_selector_from_object,
 )
+from nodeops.sim.server.jsonpath import JsonPath, JsonPathError, compile_path, format_value
 
 __all__ = [
     "column_definitions",

@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from nodeops.common.selectors import go_json, go_quote, label_key_errors
+from nodeops.common.gomessages import go_json, go_quote
+from nodeops.common.selectors.labelsyntax import label_key_errors
 from nodeops.sim.server.gotime import micro_time_error
 from nodeops.sim.server.resources import ResourceType
 

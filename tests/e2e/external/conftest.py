@@ -13,10 +13,14 @@ import os
 import shutil
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.e2e.external.attached import Attached
 
 KUBECONFIG_VARIABLE = "NODEOPS_E2E_KUBECONFIG"
 
@@ -67,3 +71,20 @@ def namespace(kubeconfig: Path) -> Iterator[str]:
         yield name
     finally:
         kubectl(kubeconfig, "delete", "namespace", name, "--wait=false")
+
+
+@pytest.fixture
+def sim_attach(kubeconfig: Path, tmp_path: Path) -> Iterator[Callable[..., Attached]]:
+    """Starts `nodeops sim attach OPTIONS` (see `attached`); each is stopped with SIGTERM at the
+    end, and nothing labelled with its id may be left in the cluster."""
+    from tests.e2e.external.attached import start_attach
+
+    started: list[Attached] = []
+
+    def attach(*options: str, expect_nodes: int) -> Attached:
+        started.append(start_attach(kubeconfig, tmp_path, *options, expect_nodes=expect_nodes))
+        return started[-1]
+
+    yield attach
+    for attached in reversed(started):
+        attached.stop()

@@ -28,6 +28,8 @@ def test_the_demo_rolls_the_cluster_and_leaves_nothing_behind(kubeconfig: Path) 
     assert lines, done.stderr[-3000:]
     summary = json.loads(lines[-1])
     assert summary["phase"] == "Successful", done.stderr[-3000:]
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert summary["pdb_violations"] == 0
     assert summary["requests_failed"] == 0
     assert summary["nodes_lost"] == 0
     assert summary["nodes_cycled"] == summary["nodes_before"]

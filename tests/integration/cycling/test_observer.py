@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodeops.controllers.cycling.keys import REASON_ANNOTATION
+from nodeops.controllers.cycling.keys import REASON_ANNOTATION, SUPERSEDED_LABEL
 from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS, NODEGROUPS
 from nodeops.kube import objects as o
 from nodeops.kube.resources import DAEMONSETS, PODS
@@ -145,9 +145,21 @@ async def test_failed_requests_block_a_group_beyond_its_allowance() -> None:
         (made,) = await w.observer.observe()
         assert o.name(made).startswith("observer-a-")
         await wait_phase(w, o.name(made), "Successful")
-        # The success deletes the failed request made before it: the group is unblocked.
+        # The success supersedes the failed request made before it: the group is unblocked,
+        # and the failed request stays, with its reason, where a user looks for it.
 
-        async def only_the_success() -> bool:
-            return [o.name(r) for r in await requests_of(w)] == [o.name(made)]
+        async def superseded() -> dict[str, Any] | None:
+            broken = await w.request("broken")
+            assert broken is not None, "the failed request was deleted"
+            labels = broken["metadata"].get("labels") or {}
+            return broken if labels.get(SUPERSEDED_LABEL) == o.name(made) else None
 
-        await until(only_the_success, timeout=60, what="the failed request deleted")
+        broken = await until(superseded, timeout=60, what="the failed request superseded")
+        assert broken is not None
+        assert broken["status"]["phase"] == "Failed"
+        assert "spec.nodeNames[0]: node 'ghost'" in broken["status"]["message"]
+        # With no allowance for failures again, the superseded failure does not block it.
+        await w.client.patch(NODEGROUPS, "a", {"spec": {"maxFailedCycleNodeRequests": 0}})
+        w.sim.cloud.state.update_group("workers-a", launch_version="3")
+        (again,) = await w.observer.observe()
+        await wait_phase(w, o.name(again), "Successful")

@@ -33,6 +33,7 @@ from .harness import (
     assert_every_transition_is_an_event,
     blocking_budget,
     children,
+    cloud_groups,
     instance_states,
     nodes,
     on_write,
@@ -82,6 +83,10 @@ async def test_named_nodes_with_and_without_skipping_missing_ones() -> None:
         )
         done = await wait_phase(w, "lenient", "Successful")
         assert [n["name"] for n in done["status"]["nodesToTerminate"]] == [names[0]]
+        # Not only an Event: the request's status says what it skipped.
+        assert done["status"]["message"] == (
+            "spec.nodeNames: no-such-node skipped: not among the selected nodes of the node groups"
+        )
         after = {n["metadata"]["name"] for n in await nodes(w)}
         assert names[0] not in after and set(names[1:]) <= after
         assert w.client is not None
@@ -152,6 +157,11 @@ async def test_a_failed_node_heals_the_rest_and_fails_the_request() -> None:
         states = await instance_states(w)
         assert all(state in (IN_SERVICE,) or group is None for group, state in states.values())
         assert not [i for i, (g, s) in states.items() if s == DETACHED]
+        # As documented (docs/cycling.md, Healing): the failed node is back and its
+        # replacement stays, so the group is one node larger than before the roll.
+        assert cloud_groups(w)["workers-a"].desired == 4
+        assert sum(1 for g, s in states.values() if g == "workers-a" and s == IN_SERVICE) == 4
+        assert len(await nodes(w)) == 4
         assert_clean(await nodes(w))
         assert w.record.violations == []
         assert transitions.of("blocked")[-2:] == ["Healing", "Failed"]

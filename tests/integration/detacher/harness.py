@@ -17,9 +17,9 @@ from typing import Any
 from aiohttp import web
 
 from nodeops.api import all_crds
-from nodeops.controllers.detacher.controller import detacher_controller
 from nodeops.controllers.detacher.reconciler import ATTACHMENTS
 from nodeops.controllers.detacher.settings import DetacherSettings
+from nodeops.controllers.detacher.wiring import detacher_controller
 from nodeops.kube import Client, Controller, Manager, errors
 from nodeops.kube.resources import CRDS, NAMESPACES, NODES
 from nodeops.providers.base import LoadBalancers

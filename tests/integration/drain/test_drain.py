@@ -15,7 +15,13 @@ from typing import Any
 import pytest
 
 from nodeops.drain.classify import UNMANAGED_FATAL
-from nodeops.drain.engine import Drainer, DrainError, DrainProgress, DrainTimeout
+from nodeops.drain.engine import (
+    Drainer,
+    DrainError,
+    DrainProgress,
+    DrainTimeout,
+    VolumeDetachTimeout,
+)
 from nodeops.drain.options import DrainOptions
 from nodeops.kube import errors
 from nodeops.kube.client import Client
@@ -139,14 +145,15 @@ async def test_pod_selector_dry_run_and_disable_eviction(cluster: Any, mode: str
     await running(client, "a", 2)
     await running(client, "b", 2)
     before = {p["metadata"]["name"] for p in await pods_on(client, "node-0")}
+    seen: list[str] = []
     for dry_run in ("client", "server"):
-        seen: list[str] = []
+        seen.clear()
         result = await run_drain(
             client,
             mode,
             "node-0",
             DrainOptions(dry_run=dry_run, ignore_daemonsets=True, evict_daemonsets=True),
-            on_evicting=lambda p, seen=seen: seen.append(p["metadata"]["name"]),
+            on_evicting=lambda p: seen.append(p["metadata"]["name"]),
         )
         assert sorted(seen) == sorted(before) and len(result.evicted) == 4
         assert {p["metadata"]["name"] for p in await pods_on(client, "node-0")} == before
@@ -342,6 +349,18 @@ async def test_wait_for_volumes_ignores_skipped_pods(cluster: Any, mode: str) ->
     assert not drain.done()
     await client.patch(NODES, "node-2", {"status": {"volumesAttached": None}}, subresource="status")
     await asyncio.wait_for(drain, 20)
+
+
+async def test_the_drains_timeout_bounds_the_volume_wait_too(cluster: Any, mode: str) -> None:
+    """`--timeout` counts from the drain's start through the volume wait, whatever
+    `--volume-timeout` allows: a run and a pass apply both limits alike."""
+    _, client, _ = cluster
+    attached = {"status": {"volumesAttached": [{"name": "vol-stays", "devicePath": ""}]}}
+    await client.patch(NODES, "node-2", attached, subresource="status")
+    options = DrainOptions(timeout=1, wait_for_volumes=True, volume_timeout=600)
+    with pytest.raises(VolumeDetachTimeout, match="vol-stays"):
+        # The bound only keeps a broken drain from hanging the suite for its 600 s.
+        await asyncio.wait_for(run_drain(client, mode, "node-2", options), 20)
 
 
 async def test_step_reports_progress_without_waiting(cluster: Any) -> None:

@@ -6,6 +6,7 @@ server, because they are about what the client does with exact status codes and 
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -205,6 +206,31 @@ async def test_posts_and_unguarded_json_patches_are_not_retried(scripted: Script
             )
     methods = [m for m, _, _ in scripted.seen]
     assert methods == ["GET", "POST", "POST", "PATCH"]  # discovery, then one try each
+
+
+async def test_a_throttled_create_is_sent_again_after_its_retry_after(scripted: Scripted) -> None:
+    """A 429 is the server's "not now", given before serving: a create it refused never
+    happened, so it is sent again (an eviction's 429 stays the caller's, above)."""
+    scripted.steps = [_status(429, "0.2", "TooManyRequests")]
+    async with Client(scripted.url, qps=0, timeout=5) as client:
+        await client.create(CONFIGMAPS, {"metadata": {"name": "x"}}, NS)
+    assert [m for m, _, _ in scripted.seen] == ["POST", "POST"]
+    assert scripted.seen[1][2] - scripted.seen[0][2] >= 0.2
+
+
+async def test_a_get_that_timed_out_is_sent_again(scripted: Scripted) -> None:
+    async def slow(request: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(2)
+        return await _ok(request)
+
+    scripted.steps = [slow]
+    async with Client(scripted.url, qps=0, timeout=0.3) as client:
+        got = await client.get(CONFIGMAPS, "x", NS)
+        assert got["metadata"]["name"] == "x"
+        scripted.steps = [slow]
+        with pytest.raises(errors.RequestTimeout):  # a write that timed out may have happened
+            await client.create(CONFIGMAPS, {"metadata": {"name": "x"}}, NS)
+    assert [m for m, _, _ in scripted.seen] == ["GET", "GET", "POST"]
 
 
 async def test_retries_are_bounded_and_long_retry_after_is_not_waited(scripted: Scripted) -> None:

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from nodeops.controllers.kit import Clock as KitClock
 from nodeops.controllers.maintenance import MaintenanceSettings
 from nodeops.controllers.maintenance.cluster import CacheView
 from nodeops.controllers.maintenance.keys import Keys
@@ -79,7 +80,9 @@ class Harness:
             done = labels.get(self.keys.state) == state and info.get("state") == state
             return node if done else None
 
-        return await until(check, timeout=timeout, what=f"{name} in {state}")
+        found = await until(check, timeout=timeout, what=f"{name} in {state}")
+        assert found is not None  # `until` returns a truthy value only
+        return found
 
 
 @contextlib.asynccontextmanager
@@ -112,7 +115,7 @@ async def harness(
     )
     manager = Manager(client, metrics_addr="0", health_addr="0", drain_timeout=2)
     clock = Clock()
-    parts = build(manager, settings, clock=clock)
+    parts = build(manager, settings, clock=KitClock(now=clock))
     if http is not None:
         parts.view._http = http
     parts.sender.initial_backoff = sender_backoff

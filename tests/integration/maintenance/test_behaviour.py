@@ -58,6 +58,7 @@ async def test_only_one_profile_in_maintenance_at_a_time(tmp_path: Path) -> None
         assert info is not None
         waiting = next(p for p in info["profiles"] if p["name"] == "b")
         assert waiting["applied"]["transitions"][0]["error"] == BLOCKED_BY_PROFILE
+        assert info["blockedByProfileNote"] == BLOCKED_BY_PROFILE
         # a leaves; then b may enter.
         await h.label("node-0", done="1", go=None)
 

@@ -117,3 +117,40 @@ async def test_kubernikus_count_with_credentials_from_a_secret(tmp_path: Path) -
             auth = token_calls[0]["json"]["auth"]
             assert auth["scope"] == {"project": {"id": "t1"}}
             assert auth["identity"]["password"]["user"]["domain"] == {"name": "kubernikus"}
+
+
+URL_ONLY = """\
+instances:
+  notify: null
+  check:
+  - {type: hasLabel, name: go, config: {key: go}}
+  - type: prometheusInstant
+    name: fail
+    config: {url: URL}
+profiles:
+- name: broken
+  operational:
+    transitions: [{check: go && fail, next: maintenance-required}]
+"""
+
+
+async def test_prometheus_instant_with_only_a_url_loads_and_fails_when_run(
+    tmp_path: Path,
+) -> None:
+    """The reference's own test suite loads such a check as one that always fails."""
+    async with prometheus_server() as prom, httpx.AsyncClient() as http:
+        async with harness(tmp_path, URL_ONLY.replace("URL", prom.url), http=http) as h:
+            await h.label("node-0", **{h.keys.profile: "broken", "go": "1"})
+
+            async def check_error() -> str | None:
+                h.poke("node-0")
+                info = h.reconciler.info.get("node-0")
+                if not info or not info["profiles"][0]["applied"]["transitions"]:
+                    return None
+                [t] = info["profiles"][0]["applied"]["transitions"]
+                return str(t["chain"]["info"]["fail"].get("error") or "") or None
+
+            error = await until(check_error, what="the check's error")
+            assert "config.query, config.expr not set" in error
+            assert h.reconciler.info.get("node-0")["profiles"][0]["state"] == "operational"
+            assert not [r for r in prom.requests if r["path"].endswith("query")]

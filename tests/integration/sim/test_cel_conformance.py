@@ -31,19 +31,51 @@ RULE_CASES: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {
         {"drain": {"behavior": "Skip", "order": 3}},
         "spec.drain",
     ),
+    "!has(self.cyclingTimeout) || self.cyclingTimeout >= duration('0s')": (
+        {"cycleSettings": {"method": "Drain", "cyclingTimeout": "5m"}},
+        {"cycleSettings": {"method": "Drain", "cyclingTimeout": "-5m"}},
+        "spec.cycleSettings.cyclingTimeout",
+    ),
+    "(has(self.nodeGroupName) && self.nodeGroupName != '') || "
+    "(has(self.nodeGroupsList) && size(self.nodeGroupsList) > 0)": (
+        {"nodeGroupName": "", "nodeGroupsList": ["workers-a"]},
+        {"nodeGroupName": "", "nodeGroupsList": []},
+        "spec.nodeGroupName",
+    ),
 }
 
 BASE_SPECS: dict[str, dict[str, Any]] = {
-    "CycleNodeRequest": {"selector": {}, "cycleSettings": {"method": "Drain"}},
-    "NodeGroup": {"nodeSelector": {}, "cycleSettings": {"method": "Drain"}},
+    "CycleNodeRequest": {
+        "nodeGroupName": "workers-a",
+        "selector": {},
+        "cycleSettings": {"method": "Drain"},
+    },
+    "CycleNodeStatus": {"nodeName": "n1", "cycleSettings": {"method": "Drain"}},
+    "NodeGroup": {
+        "nodeGroupName": "workers-a",
+        "nodeSelector": {},
+        "cycleSettings": {"method": "Drain"},
+    },
     "NodeDrainRule": {"drain": {"behavior": "Drain"}},
 }
 
+# How kube words a rule's failure, by the rule's `reason` (field.Invalid when none is set).
+REASON_TEXTS = {
+    "FieldValueInvalid": "Invalid value",
+    "FieldValueRequired": "Required value",
+    "FieldValueForbidden": "Forbidden",
+    "FieldValueDuplicate": "Duplicate value",
+}
 
-def _rules(node: Any, found: list[tuple[str, str]], where: str = "") -> list[tuple[str, str]]:
+
+def _rules(
+    node: Any, found: list[tuple[str, str, str]], where: str = ""
+) -> list[tuple[str, str, str]]:
     if isinstance(node, dict):
         for rule in node.get("x-kubernetes-validations") or []:
-            found.append((rule["rule"], rule.get("message", "")))
+            found.append(
+                (rule["rule"], rule.get("message", ""), rule.get("reason", "FieldValueInvalid"))
+            )
         for key, value in node.items():
             _rules(value, found, f"{where}/{key}")
     elif isinstance(node, list):
@@ -52,11 +84,11 @@ def _rules(node: Any, found: list[tuple[str, str]], where: str = "") -> list[tup
     return found
 
 
-def _own_rules() -> list[tuple[dict[str, Any], str, str]]:
+def _own_rules() -> list[tuple[dict[str, Any], str, str, str]]:
     out = []
     for crd in all_crds():
-        for rule, message in _rules(crd["spec"]["versions"][0]["schema"], []):
-            out.append((crd, rule, message))
+        for rule, message, reason in _rules(crd["spec"]["versions"][0]["schema"], []):
+            out.append((crd, rule, message, reason))
     return out
 
 
@@ -80,14 +112,14 @@ def _object(crd: dict[str, Any], name: str, spec: dict[str, Any]) -> dict[str, A
 
 
 def test_every_rule_is_covered() -> None:
-    rules = {rule for _, rule, _ in _own_rules()}
+    rules = {rule for _, rule, _, _ in _own_rules()}
     assert rules, "nodeops's CRDs carry no rules any more"
     assert rules <= set(RULE_CASES), rules - set(RULE_CASES)
 
 
 async def test_nodeops_rules_pass_and_fail_with_their_messages(api: Api) -> None:
     created: set[str] = set()
-    for i, (crd, rule, message) in enumerate(_own_rules()):
+    for i, (crd, rule, message, reason) in enumerate(_own_rules()):
         if crd["metadata"]["name"] not in created:
             status, body = await api.post(CRDS, crd)
             assert status == 201, body
@@ -99,12 +131,11 @@ async def test_nodeops_rules_pass_and_fail_with_their_messages(api: Api) -> None
         status, body = await api.post(_path(crd), _object(crd, f"bad-{i}", bad))
         assert status == 422, (rule, body)
         assert body["reason"] == "Invalid"
+        text = f"{REASON_TEXTS[reason]}: {message}"
         assert body["message"] == (
-            f'{kind}.{crd["spec"]["group"]} "bad-{i}" is invalid: {field}: Invalid value: {message}'
+            f'{kind}.{crd["spec"]["group"]} "bad-{i}" is invalid: {field}: {text}'
         )
-        assert body["details"]["causes"] == [
-            {"reason": "FieldValueInvalid", "message": f"Invalid value: {message}", "field": field}
-        ]
+        assert body["details"]["causes"] == [{"reason": reason, "message": text, "field": field}]
         # The same rule holds on update, patch and server-side apply.
         path = f"{_path(crd)}/good-{i}"
         status, current = await api.get(path)
@@ -123,7 +154,7 @@ async def test_nodeops_rules_pass_and_fail_with_their_messages(api: Api) -> None
             params={"fieldManager": "test"},
         )
         assert status == 422, (rule, body)
-        assert body["details"]["causes"][0]["message"] == f"Invalid value: {message}"
+        assert body["details"]["causes"][0]["message"] == text
 
 
 TEST_CRD: dict[str, Any] = {
@@ -428,6 +459,7 @@ metadata:
   name: roll
   namespace: default
 spec:
+  nodeGroupName: workers-a
   selector: {}
   cycleSettings: {method: Drain}
   budgets:

@@ -454,6 +454,39 @@ async def test_node_merge_patch(api: Api, validation: str) -> None:
 
 
 @pytest.mark.parametrize("validation", ["Strict", "Warn", "Ignore"])
+async def test_status_subresource_writes(api: Api, validation: str) -> None:
+    """A write to /status is decoded as strictly as one to the object: kubelets and
+    controllers that misspell a status field hear of it."""
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}
+    assert (await send(api, "POST", NODES, node)).status == 201
+    patch = b'{"status":{"phase":"Running","capacityy":{"cpu":"2"}}}'
+    r = await send(
+        api, "PATCH", NODES + "/n1/status", patch, content_type=MERGE, validation=validation
+    )
+    if validation == "Strict":
+        assert r.status == 422
+        assert r.message.endswith('strict decoding error: unknown field "status.capacityy"')
+    else:
+        assert r.status == 200, r.body
+        expected = [] if validation == "Ignore" else [header('unknown field "status.capacityy"')]
+        assert r.warnings == expected
+        assert "capacityy" not in r.body["status"]
+    current = (await send(api, "GET", NODES + "/n1", b"", content_type="")).body
+    current.setdefault("status", {})["bogus"] = 1
+    r = await send(api, "PUT", NODES + "/n1/status", current, validation=validation)
+    if validation == "Strict":
+        assert r.status == 400
+        assert r.message == (
+            'Node in version "v1" cannot be handled as a Node: '
+            'strict decoding error: unknown field "status.bogus"'
+        )
+    else:
+        assert r.status == 200, r.body
+        expected = [] if validation == "Ignore" else [header('unknown field "status.bogus"')]
+        assert r.warnings == expected
+
+
+@pytest.mark.parametrize("validation", ["Strict", "Warn", "Ignore"])
 async def test_pod_strategic_merge_patch(api: Api, validation: str) -> None:
     created = await send(
         api,

@@ -25,8 +25,9 @@ NS = "default"
 
 
 class Env:
-    def __init__(self, client: ApiClient) -> None:
+    def __init__(self, client: ApiClient, server: SimServer) -> None:
         self.client = client
+        self.server = server
 
     async def running_pod(self, name: str, **metadata: Any) -> dict[str, Any]:
         body = {
@@ -65,7 +66,7 @@ async def env() -> AsyncIterator[Env]:
         node = objects.make_node("node-0", now=clock.now())
         await client.create(NODES, objects.for_create(node))
         await loops.start()
-        yield Env(client)
+        yield Env(client, server)
     finally:
         await loops.stop()
         await client.close()
@@ -176,3 +177,18 @@ async def test_pod_deleted_before_it_started_ends_failed(env: Env) -> None:
     pod = await until(failed, timeout=30, what="pod Failed")
     cs = pod["status"]["containerStatuses"][0]["state"]["terminated"]
     assert cs["reason"] == "ContainerStatusUnknown" and cs["exitCode"] == 137
+
+
+async def test_a_refused_status_write_does_not_leave_the_pod_terminating(env: Env) -> None:
+    """A 409 on the kubelet's terminal-status write is the server's passing refusal as often as
+    it is a new pod under the name: the kubelet reads the pod again and finishes the job."""
+    await env.running_pod("p")
+    env.server.faults.update("error=409@patch/pods/status")
+    await env.client.delete(PODS, "p", NS)
+
+    async def refused_twice() -> bool:
+        return env.server.faults.counts()["error-409"] >= 2
+
+    await until(refused_twice, what="the kubelet's status write refused twice")
+    env.server.faults.update("")
+    await until(lambda: env.gone("p"), what="p removed once the server takes the write")

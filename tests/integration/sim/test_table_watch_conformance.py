@@ -411,6 +411,50 @@ async def test_invalid_include_object_is_a_bad_request(api: Api) -> None:
     assert status == 200
 
 
+PARTIAL = "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io,application/json"
+
+
+async def test_get_and_list_as_partial_object_metadata(api: Api) -> None:
+    """What client-go's metadata informers read (the garbage collector's, for one): GET and
+    LIST answer with metadata alone, each list item with its own kind and apiVersion."""
+    _, created = await api.post(NODES, node("meta-1", {"a": "b"}))
+    status, got = await api.get(f"{NODES}/meta-1", headers={"Accept": PARTIAL})
+    assert status == 200
+    assert got == {
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": created["metadata"],
+    }
+    status, listed = await api.get(NODES, params={"limit": "1"}, headers={"Accept": PARTIAL})
+    assert status == 200
+    assert (listed["kind"], listed["apiVersion"]) == ("PartialObjectMetadataList", "meta.k8s.io/v1")
+    assert set(listed["metadata"]) >= {"resourceVersion"}
+    [item] = listed["items"]
+    assert (item["kind"], item["apiVersion"]) == ("PartialObjectMetadata", "meta.k8s.io/v1")
+    assert set(item) == {"kind", "apiVersion", "metadata"}
+    # A shape the server cannot give falls back to the plain object.
+    status, plain = await api.get(
+        f"{NODES}/meta-1", headers={"Accept": "application/json;as=Foo;v=v1;g=meta.k8s.io"}
+    )
+    assert (status, plain["kind"]) == (200, "Node")
+
+
+async def test_an_apply_that_creates_answers_201(api: Api) -> None:
+    """kube's patch handler answers 201 when a server-side apply created the object, and 200
+    when it changed an existing one."""
+    body = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "applied"}}
+    params = {"fieldManager": "test"}
+    for expected in (201, 200):
+        status, obj = await api.call(
+            "PATCH",
+            f"{NODES}/applied",
+            body,
+            content_type="application/apply-patch+yaml",
+            params=params,
+        )
+        assert (status, obj["metadata"]["name"]) == (expected, "applied")
+
+
 # ------------------------------------------------------------------------------------------
 # kubectl get -w
 # ------------------------------------------------------------------------------------------

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nodeops.controllers.detacher.controller import detacher_controller
 from nodeops.controllers.detacher.reconciler import DetacherReconciler
 from nodeops.controllers.detacher.settings import DetacherSettings
+from nodeops.controllers.detacher.wiring import detacher_controller
 from nodeops.controllers.maintenance import MaintenanceSettings
 from nodeops.controllers.maintenance.wiring import build
 from nodeops.drain.options import DrainOptions

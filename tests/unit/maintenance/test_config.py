@@ -87,6 +87,62 @@ def test_missing_required_field() -> None:
     assert p == "m.yaml:14: profiles[0].operational.transitions[0].next: required field is missing"
 
 
+def test_every_problem_is_reported_in_one_run() -> None:
+    text = (
+        base(check='"a && nope"', trigger="zz").replace("      next: maintenance-required\n", "")
+        + "  maintenance-required:\n    enter: gone\n    transitions:\n"
+        + "    - {check: 'a && (b', next: in-maintenance}\n    - {trigger: t}\n"
+        + "- operational: {transitions: [{check: nope2, next: in-maintenance}]}\n"
+    )
+    assert problems(text) == [
+        "m.yaml:14: profiles[0].operational.transitions[0].check: unknown check instance "
+        "'nope' (column 6)",
+        "m.yaml:14: profiles[0].operational.transitions[0].next: required field is missing",
+        "m.yaml:15: profiles[0].operational.transitions[0].trigger: unknown trigger instance "
+        "'zz' (column 1)",
+        "m.yaml:17: profiles[0].maintenance-required.enter: unknown trigger instance 'gone' "
+        "(column 1)",
+        "m.yaml:19: profiles[0].maintenance-required.transitions[0].check: "
+        "missing ) for this \"(\" (column 6) in 'a && (b'",
+        "m.yaml:20: profiles[0].maintenance-required.transitions[1].check: "
+        "required field is missing",
+        "m.yaml:20: profiles[0].maintenance-required.transitions[1].next: "
+        "required field is missing",
+        "m.yaml:21: profiles[1].name: required field is missing",
+        "m.yaml:21: profiles[1].operational.transitions[0].check: unknown check instance "
+        "'nope2' (column 1)",
+    ]
+
+
+def test_prometheus_instant_with_only_a_url_loads_with_warnings() -> None:
+    """As the reference loads it (its own test suite has one); it fails when it runs."""
+    text = (
+        "instances:\n  notify: null\n  check:\n  - type: prometheusInstant\n    name: fail\n"
+        "    config:\n      url: bananabread\n"
+        "profiles:\n- name: broken\n  operational:\n    transitions:\n"
+        "    - {check: fail, next: maintenance-required}\n"
+    )
+    config = load_text(text, "m.yaml", env={})
+    assert "fail" in config.checks
+    assert [str(w) for w in config.warnings] == [
+        "m.yaml:6: instances.check[0].config.query: not set: the check fails with an error "
+        "every time it runs",
+        "m.yaml:6: instances.check[0].config.expr: not set: the check fails with an error "
+        "every time it runs",
+    ]
+    [p] = problems(text.replace("url: bananabread", "url: u\n      query: q\n      expr: x >"))
+    assert p.startswith("m.yaml:9: instances.check[0].config.expr: ")
+
+
+def test_slack_needs_a_channel_as_in_the_reference() -> None:
+    text = (
+        "instances:\n  notify:\n  - type: slack\n    name: n\n    config:\n      hook: h\n"
+        "      message: m\n    schedule: {type: periodic}\n"
+    )
+    [p] = problems(text)
+    assert p == "m.yaml:5: instances.notify[0].config.channel: required field is missing"
+
+
 def test_chain_naming_an_undefined_instance() -> None:
     [p] = problems(base(check='"a && nope"'))
     assert p == (
@@ -170,10 +226,10 @@ def test_affinity_only_in_maintenance_required() -> None:
 def test_bad_template_has_a_line() -> None:
     text = (
         "instances:\n  notify:\n  - type: slack\n    name: n\n    config:\n      hook: h\n"
-        "      message: '{{ .Node.Name '\n    schedule: {type: periodic}\n"
+        "      channel: c\n      message: '{{ .Node.Name '\n    schedule: {type: periodic}\n"
     )
     [p] = problems(text)
-    assert p.startswith("m.yaml:7: instances.notify[0].config.message: template line 1")
+    assert p.startswith("m.yaml:8: instances.notify[0].config.message: template line 1")
 
 
 # ---------------------------------------------------------------------- property tests

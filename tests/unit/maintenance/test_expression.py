@@ -64,7 +64,9 @@ def test_empty_passes() -> None:
         ("a &&", 5, "ends where a name"),
         ("a & b", 3, "doubled"),
         ("a | b", 3, "doubled"),
-        ("(a || b", 8, "missing )"),
+        ("(a || b", 1, "missing )"),
+        ("a && (b", 6, "missing )"),
+        ("a && (b c)", 9, "expected &&, || or )"),
         ("a b", 3, "expected && or ||"),
         ("a && )", 6, 'unexpected ")"'),
         ("a == b", 3, "unexpected character '='"),
@@ -77,6 +79,12 @@ def test_syntax_errors_name_the_column(text: str, column: int, fragment: str) ->
         ex.parse(text)
     assert err.value.column == column
     assert fragment in err.value.reason
+
+
+def test_an_unclosed_parenthesis_is_reported_at_one_column() -> None:
+    with pytest.raises(ex.ExpressionError) as err:
+        ex.parse("a && (b")
+    assert "column" not in err.value.reason
 
 
 def test_chains() -> None:

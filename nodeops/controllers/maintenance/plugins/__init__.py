@@ -8,6 +8,7 @@ from nodeops.controllers.maintenance.plugins.base import PluginType
 def builtin_types() -> list[PluginType]:
     from nodeops.controllers.maintenance.plugins import (
         checks,
+        esx,
         kubernikus,
         notifications,
         pods,
@@ -23,6 +24,7 @@ def builtin_types() -> list[PluginType]:
         *pods.TYPES,
         *prometheus.TYPES,
         *kubernikus.TYPES,
+        *esx.TYPES,
         *triggers.TYPES,
         *notifications.TYPES,
         *schedules.TYPES,

@@ -49,6 +49,11 @@ class PluginConfig(BaseModel):
 
     model_config = ConfigDict(extra="allow", populate_by_name=True, frozen=True)
 
+    def load_warnings(self) -> list[tuple[str, str]]:
+        """(field, message) for a config the reference loads but that cannot work as written:
+        it loads here too, and `nodeops maintenance validate` says why it will fail."""
+        return []
+
 
 class NoConfig(PluginConfig):
     pass

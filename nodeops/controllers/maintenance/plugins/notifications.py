@@ -55,7 +55,7 @@ def _retry_after(resp: httpx.Response) -> float | None:
 
 class SlackConfig(PluginConfig):
     hook: str = Field(min_length=1)
-    channel: str = ""
+    channel: str = Field(min_length=1)  # required by the reference too
     message: str = Field(min_length=1)
 
 
@@ -69,9 +69,7 @@ class Slack:
 
     async def send(self, message: Message, cluster: ClusterView) -> None:
         text = self.message.render(message.data)
-        body: dict[str, Any] = {"text": text}
-        if self.config.channel:
-            body["channel"] = self.config.channel
+        body: dict[str, Any] = {"text": text, "channel": self.config.channel}
         try:
             resp = await cluster.http.post(self.config.hook, json=body, timeout=TIMEOUT)
         except httpx.HTTPError as exc:

@@ -43,14 +43,24 @@ async def prometheus_get(
 
 class InstantConfig(PluginConfig):
     url: str = Field(min_length=1)
-    query: str = Field(min_length=1)
-    expr: str = Field(min_length=1)
+    # Optional, as in the reference, which loads a check without them (its own tests use one
+    # as a check that always fails); such a check fails with an error each time it runs.
+    query: str = ""
+    expr: str = ""
 
     @field_validator("expr")
     @classmethod
     def _expr(cls, value: str) -> str:
-        valueexpr.parse(value)
+        if value:
+            valueexpr.parse(value)
         return value
+
+    def load_warnings(self) -> list[tuple[str, str]]:
+        return [
+            (name, "not set: the check fails with an error every time it runs")
+            for name in ("query", "expr")
+            if not getattr(self, name)
+        ]
 
 
 class PrometheusInstant:
@@ -58,10 +68,13 @@ class PrometheusInstant:
 
     def __init__(self, config: InstantConfig) -> None:
         self.config = config
-        self.expr = valueexpr.parse(config.expr)
+        self.expr = valueexpr.parse(config.expr) if config.expr else None
 
     async def check(self, ctx: PluginContext) -> CheckResult:
         c = self.config
+        if not c.query or self.expr is None:
+            missing = ", ".join(f"config.{n}" for n in ("query", "expr") if not getattr(c, n))
+            raise PluginError(f"prometheusInstant: {missing} not set")
         data, warnings = await prometheus_get(
             ctx.cluster.http, c.url, "/api/v1/query", {"query": c.query}
         )

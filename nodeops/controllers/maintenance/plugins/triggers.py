@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
+from nodeops.controllers.kit import drain_pass, going_away
 from nodeops.controllers.maintenance.plugins.base import (
     PluginConfig,
     PluginContext,
@@ -14,9 +15,6 @@ from nodeops.controllers.maintenance.plugins.base import (
     Retry,
 )
 from nodeops.controllers.maintenance.plugins.fields import Duration, Text
-from nodeops.drain.errors import DrainError
-from nodeops.drain.options import DrainOptions
-from nodeops.drain.sources import SourcesNotReady
 from nodeops.kube import errors
 
 
@@ -86,16 +84,12 @@ class EvictionConfig(PluginConfig):
 class Eviction:
     """cordon / uncordon / drain. Drain is non-blocking: one pass of the drain engine per
     reconcile, `Retry` until the node is empty. The cordon is committed by the controller's own
-    write first, so the engine never writes the node itself."""
+    write first, so the engine never writes the node itself. A node in maintenance is drained as
+    one that goes away (its pods come back elsewhere, whatever they are)."""
 
     def __init__(self, config: EvictionConfig) -> None:
         self.config = config
-        self.options = DrainOptions(
-            ignore_daemonsets=True,
-            delete_emptydir_data=True,
-            force=True,
-            force_delete_stuck=config.forceEviction,
-        )
+        self.options = going_away(force_delete_stuck=config.forceEviction)
 
     async def trigger(self, ctx: PluginContext) -> None:
         spec = ctx.node.setdefault("spec", {})
@@ -109,15 +103,15 @@ class Eviction:
             raise Retry("cordoning before the drain")
         drainer = ctx.cluster.drainer(self.options)
         try:
-            progress = await drainer.step(ctx.node_name, ctx.transition)
-        except SourcesNotReady as exc:
-            raise Retry(f"drain: {exc}") from exc
-        except DrainError as exc:
-            raise PluginError(f"drain: {exc}") from exc
+            outcome = await drain_pass(drainer, ctx.node_name, ctx.transition)
         except errors.KubeError as exc:
             raise Retry(f"drain: {exc}") from exc
-        if not progress.complete:
-            raise Retry(f"drain in progress: {progress.message}")
+        if outcome.failed:
+            raise PluginError(f"drain: {outcome.message}")
+        if outcome.gone or outcome.error is not None:
+            raise Retry(f"drain: {outcome.message}")  # caches filling, a rule to fix, no node
+        if not outcome.done:
+            raise Retry(f"drain in progress: {outcome.message}")
 
 
 TYPES: list[Any] = [

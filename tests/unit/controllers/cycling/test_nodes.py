@@ -16,7 +16,6 @@ from nodeops.controllers.cycling.nodes import (
     add_scale_down_disabled,
     clear_cycle_marks,
     cordon,
-    drop_finalizer,
     mark_for_detach,
     remove_scale_down_disabled,
     set_cycle_taint,
@@ -76,11 +75,10 @@ def test_clear_marks_leaves_other_requests_and_finalizers() -> None:
     assert clear_cycle_marks()(node()) is None
 
 
-def test_cordon_and_finalizer() -> None:
+def test_cordon() -> None:
     assert cordon()(node()) == {"spec": {"unschedulable": True}}
     assert cordon()(node(spec={"unschedulable": True})) is None
     assert cordon(False)(node(spec={"unschedulable": True})) == {"spec": {"unschedulable": None}}
-    assert drop_finalizer()(node(finalizers=[NODE_FINALIZER])) == {"metadata": {"finalizers": None}}
 
 
 def test_scale_down_annotation_is_removed_only_when_ours() -> None:

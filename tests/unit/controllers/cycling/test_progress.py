@@ -56,3 +56,16 @@ def test_a_finished_roll_says_nothing_more_unless_it_failed() -> None:
     assert len(_state({"phase": "Successful", "message": ""}, []).splitlines()) == 1
     failed = _state({"phase": "Failed", "message": "1 nodes failed: node-a: timeout"}, [])
     assert failed.splitlines()[1].strip() == "1 nodes failed: node-a: timeout"
+
+
+def test_a_real_cluster_shows_no_simulation_counters() -> None:
+    """`nodeops cycle --watch` against a cluster has no simulated clock or request counts:
+    it does not show them as zeros."""
+    status = {"phase": "ScalingUp", "nodesToTerminate": [{"name": "n1", "nodeGroupName": "a"}]}
+    line = roll_state({"status": status}, [], pods_moved=3).line()
+    assert "requests failed" not in line and "simulated" not in line and "[" not in line
+    assert line.startswith("ScalingUp") and "pods moved 3" in line
+    demo = roll_state(
+        {"status": status}, [], pods_moved=3, requests_sent=10, simulated_seconds=5
+    ).line()
+    assert demo.startswith("[      5s] ScalingUp") and "requests failed 0 of 10" in demo

@@ -1,0 +1,292 @@
+"""A rehearsal against the roll it predicts: `nodeops cycle --rehearse`, then the real roll.
+
+    python -m bench.rehearse [--nodes 20,200] [--pods-per-node 30] [--rehearse-scale 60]
+
+For each size: a simulated cluster (the demo's workloads, a Deployment pinned to one node by
+hostname, one budget that allows no disruption, a drain deadline that forces past it) stands in
+for the live cluster while `nodeops cycle NODEGROUP --rehearse --json` runs in a process of its
+own against it (its wall time and peak memory are its own). Then the same cluster, built again
+from the same seed, is rolled for real on the simulator by the cycling controllers, watched by
+the same recorder. One JSON document on stdout:
+
+- `duration_error`: predicted / real duration - 1 (target within +/-0.10);
+- `budgets_missed`, `pending_missed`: blocking budgets and Pending pods of the real roll the
+  rehearsal did not name (target: none); `false_alarms`: failures predicted that the real roll
+  did not have (target: none);
+- `rehearse_wall_seconds` (target <= 10 s at 200 nodes, <= 60 s at 1,000), `rehearse_max_rss_mib`;
+- the machine's load average at the start and end, because the machine may be shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from nodeops import __version__
+from nodeops.cli import build_parser
+from nodeops.controllers.cycling.command import plan_requests
+from nodeops.controllers.cycling.resources import NODEGROUPS
+from nodeops.demo.scenario import demo_scenario
+from nodeops.demo.world import World, WorldOptions
+from nodeops.kube.resources import NODES
+from nodeops.rehearse.rehearsal import OPERATOR_DEFAULTS, outcome
+from nodeops.rehearse.timings import Workloads
+from nodeops.rehearse.watch import RollRecorder
+from nodeops.sim.objects import NODE_GROUP_LABEL
+from nodeops.sim.scenario import Scenario
+
+GROUP = "workers-a"
+BOOT_SECONDS = 60.0
+DRAIN_DEADLINE = "5m"
+
+
+def scenario(nodes: int, pods_per_node: float, seed: int) -> Scenario:
+    base = demo_scenario(
+        nodes, groups=1, boot_seconds=BOOT_SECONDS, pods_per_node=pods_per_node, seed=seed,
+        web_budget="10%",
+    )  # fmt: skip
+    first = next(
+        o["metadata"]["name"]
+        for o in base.objects()
+        if o.get("kind") == "Node" and o["metadata"]["labels"].get(NODE_GROUP_LABEL) == GROUP
+    )
+    data = base.model_dump(by_alias=True, exclude_none=True)
+    # Thirty pods of 300m CPU each need more than the demo's m5.xlarge.
+    data["nodeGroups"][0]["instanceType"] = "m5.4xlarge"
+    data["workloads"] += [
+        # Pinned to one node: once it is gone, its pods fit nowhere.
+        {
+            "kind": "Deployment", "name": "pinned", "namespace": "shop", "replicas": 2,
+            "nodeSelector": {"kubernetes.io/hostname": first},
+            "terminationGracePeriodSeconds": 5,
+        },
+        # A budget that allows no disruption: only the drain deadline moves its pods.
+        {
+            "kind": "Deployment", "name": "singleton", "namespace": "shop", "replicas": 2,
+            "pdb": {"maxUnavailable": 0}, "terminationGracePeriodSeconds": 5,
+        },
+        # Only on nodes of the zone a: node affinity by selector.
+        {
+            "kind": "Deployment", "name": "zonal", "namespace": "shop",
+            "replicas": max(2, nodes // 4),
+            "nodeSelector": {"topology.kubernetes.io/zone": "eu-west-1a"},
+            "pdb": {"maxUnavailable": 1}, "terminationGracePeriodSeconds": 5,
+        },
+    ]  # fmt: skip
+    return Scenario.model_validate(data)
+
+
+def nodegroup(concurrency: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "nodeops.dev/v1alpha1",
+        "kind": "NodeGroup",
+        "metadata": {"name": "workers"},
+        "spec": {
+            "nodeGroupName": GROUP,
+            "nodeSelector": {"matchLabels": {"role": "worker"}},
+            "cycleSettings": {
+                "method": "Drain",
+                "concurrency": concurrency,
+                "drainDeadline": DRAIN_DEADLINE,
+                "onDrainDeadline": "Force",
+                # Pods pinned to a replaced node fit nowhere: go on and leave them Pending.
+                "waitForCapacity": False,
+            },
+        },
+    }
+
+
+async def rehearsal(sc: Scenario, concurrency: int, scale: float, seed: int) -> dict[str, Any]:
+    """`nodeops cycle --rehearse` in a process of its own, against a live simulated cluster."""
+    live = World(WorldOptions(scenario=sc, time_scale=1.0, seed=seed, controllers=False))
+    await live.start(wait_ready=600)
+    try:
+        assert live.client is not None
+        await live.client.create(NODEGROUPS, nodegroup(concurrency))
+        with tempfile.TemporaryDirectory() as tmp:
+            kubeconfig = live.sim.server.write_kubeconfig(Path(tmp) / "kubeconfig")
+            providers = Path(tmp) / "providers.yaml"
+            providers.write_text(
+                yaml.safe_dump(
+                    {
+                        "providers": {
+                            "sim": {
+                                "url": live.sim.server.url,
+                                "token": live.sim.server.admin_token,
+                            }
+                        }
+                    }
+                )
+            )
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            started = time.monotonic()
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "nodeops.cli", "cycle", "workers", "--rehearse", "--json",
+                "--kubeconfig", str(kubeconfig), "--provider", "sim",
+                "--provider-config", str(providers), "--time-scale", str(scale),
+                "--boot-seconds", str(BOOT_SECONDS),
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            )  # fmt: skip
+            out, err = await proc.communicate()
+            wall = time.monotonic() - started
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    finally:
+        await live.stop()
+    if proc.returncode not in (0, 1):
+        raise RuntimeError(f"the rehearsal failed ({proc.returncode}): {err.decode()[-2000:]}")
+    report: dict[str, Any] = json.loads(out)
+    report["exit_code"] = proc.returncode
+    report["wall_seconds_measured"] = round(wall, 2)
+    report["cpu_seconds_measured"] = round(
+        after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 2
+    )
+    report["max_rss_mib"] = round(after.ru_maxrss / 1024, 1)
+    return report
+
+
+async def real_roll(sc: Scenario, concurrency: int, scale: float, seed: int) -> dict[str, Any]:
+    """The roll itself, on the same cluster built again, watched by the rehearsal's recorder."""
+    world = World(
+        WorldOptions(
+            scenario=sc,
+            time_scale=scale,
+            seed=seed,
+            controllers=False,
+            settings=dict(OPERATOR_DEFAULTS),
+        )
+    )
+    recorder = RollRecorder(world.sim.server, world.clock, Workloads(()))
+    started = time.monotonic()
+    await world.start(wait_ready=600)
+    try:
+        assert world.client is not None
+        group = await world.client.create(NODEGROUPS, nodegroup(concurrency))
+        nodes, _ = await world.client.list(NODES)
+        args = build_parser().parse_args(["cycle", "workers", "-n", "nodeops-system"])
+        plan = plan_requests(args, [group], nodes)
+        assert not plan.problems, plan.problems
+        names = {}
+        for body in plan.requests:
+            created = await world.create_request(body)
+            names[created["metadata"]["name"]] = "workers"
+        desired = {
+            f"{w.kind}/{w.namespace}/{w.name}": w.replica_count
+            for w in sc.workloads
+            if w.kind != "DaemonSet"
+        }
+        world.stats.reset()
+        recorder.start(desired)
+        world.start_manager()
+        await recorder.until(lambda: recorder.all_ended(names), 3600)
+        recorder.finish()
+        stats = world.stats.snapshot()
+    finally:
+        await world.stop()
+    report = outcome(recorder, names, plan.requests, stats).as_dict()
+    report["wall_seconds"] = round(time.monotonic() - started, 1)
+    return report
+
+
+def compare(predicted: dict[str, Any], real: dict[str, Any]) -> dict[str, Any]:
+    def kinds(failures: list[str]) -> set[str]:
+        return {
+            "deadline" if "drain deadline" in f else "pending" if "Pending" in f else "request"
+            for f in failures
+        }
+
+    p, r = predicted.get("predicted_seconds"), real.get("predicted_seconds")
+    real_budgets = {b["budget"] for b in real["budgets"] if b["longest_seconds"] >= 30}
+    real_pending = {x["pod"].rsplit("-", 2)[0] for x in real["pending"]}
+    return {
+        "predicted_seconds": p,
+        "real_seconds": r,
+        "duration_error": round(p / r - 1, 4) if p and r else None,
+        "budgets_blocking_real": sorted(real_budgets),
+        "budgets_predicted": sorted(b["budget"] for b in predicted["budgets"]),
+        "budgets_missed": sorted(real_budgets - {b["budget"] for b in predicted["budgets"]}),
+        "pending_real": len(real["pending"]),
+        "pending_predicted": len(predicted["pending"]),
+        "pending_missed": sorted(
+            real_pending - {x["pod"].rsplit("-", 2)[0] for x in predicted["pending"]}
+        ),
+        "failures_predicted": predicted["failures"],
+        "failures_real": real["failures"],
+        "false_alarms": sorted(kinds(predicted["failures"]) - kinds(real["failures"])),
+        "lowest_ready_predicted": {d["workload"]: d["lowest_ready_share"] for d in predicted["workloads"]},
+        "lowest_ready_real": {d["workload"]: d["lowest_ready_share"] for d in real["workloads"]},
+    }  # fmt: skip
+
+
+async def one(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
+    sc = scenario(nodes, args.pods_per_node, args.seed)
+    concurrency = max(2, nodes // 10)
+    predicted = await rehearsal(sc, concurrency, args.rehearse_scale, args.seed)
+    real = await real_roll(
+        sc, concurrency, args.real_scale or (20.0 if nodes <= 50 else 5.0), args.seed
+    )
+    return {
+        "nodes": nodes,
+        "pods": predicted["inputs"]["pods"],
+        "concurrency": concurrency,
+        **compare(predicted, real),
+        "rehearse_wall_seconds": predicted["wall_seconds_measured"],
+        "rehearse_cpu_seconds": predicted["cpu_seconds_measured"],
+        "rehearse_max_rss_mib": predicted["max_rss_mib"],
+        "rehearse_memory_estimate_mib": round(
+            predicted["inputs"]["memory_estimate_bytes"] / 2**20, 1
+        ),
+        "rehearse_time_scale": args.rehearse_scale,
+        "rehearse_exit_code": predicted["exit_code"],
+        "real_roll_wall_seconds": real["wall_seconds"],
+        "api_calls_predicted": sum(predicted["api_calls"].values()),
+        "api_calls_real": sum(real["api_calls"].values()),
+        "cloud_calls_predicted": sum(predicted["cloud_calls"].values()),
+        "cloud_calls_real": sum(real["cloud_calls"].values()),
+    }  # fmt: skip
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    load_start = os.getloadavg()
+    runs = [await one(int(n), args) for n in args.nodes.split(",")]
+    return {
+        "bench": "rehearse",
+        "nodeops": __version__,
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "load_average_start": [round(x, 2) for x in load_start],
+        "load_average_end": [round(x, 2) for x in os.getloadavg()],
+        "runs": runs,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", default="20,200", help="comma-separated cluster sizes")
+    parser.add_argument("--pods-per-node", type=float, default=30.0)
+    parser.add_argument("--rehearse-scale", type=float, default=60.0)
+    parser.add_argument(
+        "--real-scale", type=float, default=None, help="default 20 (<= 50 nodes), else 5"
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    from nodeops.kube.logging import configure
+
+    configure("error", "console")
+    result = asyncio.run(main_async(args))
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+"""The informer indexes the cycling controllers read through, and the reads made of them.
+
+A roll's events (every node's cordon, taints and readiness; every budget's change as pods
+move) and its request's reconciles are each O(N) over a roll. Anything that decodes every
+request, every CycleNodeStatus or every Node to answer one of them makes the roll O(N^2): a
+request's status lists every node it replaces, and a request keeps its CycleNodeStatuses until
+it ends. These indexes answer the same questions from keys kept up to date as the cache
+changes, decoding only the objects that are the answer.
+
+Index functions never raise: one that did would keep the object out of the cache altogether.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from nodeops.api.cycling import TERMINAL_PHASES
+from nodeops.controllers.cycling.keys import ANNOTATION_MANAGED
+from nodeops.kube import Informer, Request
+from nodeops.kube import objects as o
+
+__all__ = [
+    "ACTIVE",
+    "BY_ANNOTATED_FOR",
+    "BY_OWNER_MOVES",
+    "BY_OWNER_STATE",
+    "BY_PHASE",
+    "BY_STATE",
+    "MOVES_BITS",
+    "annotated_for",
+    "in_namespace",
+    "owner_moves",
+    "owner_state",
+    "owner_uid",
+    "phase",
+    "phase_of",
+    "requests_of",
+    "spec_node",
+    "state",
+    "states",
+    "terminal_pod_moves",
+]
+
+Obj = Mapping[str, Any]
+
+BY_PHASE = "cycling-phase"
+"""CycleNodeStatuses by phase: those draining, for a budget's events."""
+
+BY_STATE = "cycling-state"
+"""CycleNodeRequests by `state`: the unfinished ones, for node and node group events."""
+
+BY_OWNER_STATE = "cycling-owner-state"
+"""CycleNodeStatuses by `owner_state`: a request's children still working, and its finished
+ones counted without being read."""
+
+BY_OWNER_MOVES = "cycling-owner-moves"
+"""Finished CycleNodeStatuses by `owner_moves`: the pods they moved, summed without reading them."""
+
+BY_ANNOTATED_FOR = "cycling-annotated-for"
+"""Nodes by the request that gave them the scale-down-disabled annotation."""
+
+ACTIVE = "active"
+"""The state of an object whose phase is not terminal (none yet included)."""
+
+MOVES_BITS = 63
+"""`podsToMove` is an int64 the API server keeps at 0 or more."""
+
+
+def phase_of(obj: Obj) -> str:
+    return str((obj.get("status") or {}).get("phase") or "")
+
+
+def phase(obj: Obj) -> list[str]:
+    return [phase_of(obj)]
+
+
+def state(obj: Obj) -> str:
+    """`ACTIVE` until the phase is terminal, then the phase (Successful or Failed)."""
+    p = phase_of(obj)
+    return p if p in TERMINAL_PHASES else ACTIVE
+
+
+def states(obj: Obj) -> list[str]:
+    return [state(obj)]
+
+
+def _owner(obj: Obj) -> str:
+    owner = o.controller_ref(obj)
+    return str(owner["uid"]) if owner and owner.get("uid") else ""
+
+
+def owner_uid(obj: Obj) -> list[str]:
+    """The controller's uid, for an object with a controller."""
+    uid = _owner(obj)
+    return [uid] if uid else []
+
+
+def owner_state(obj: Obj) -> list[str]:
+    """`<controller uid>/<state>`, for an object with a controller."""
+    uid = _owner(obj)
+    return [f"{uid}/{state(obj)}"] if uid else []
+
+
+def owner_moves(obj: Obj) -> list[str]:
+    """`<controller uid>/<bit>` for each bit set in a finished child's `podsToMove`.
+
+    A finished child's pods moved are summed over its request's children as the count of each
+    bit's bucket times its weight, so no child is read for it. Children still working are
+    read anyway, and have no entry; a value the schema would refuse counts as none."""
+    uid = _owner(obj)
+    if not uid or phase_of(obj) not in TERMINAL_PHASES:
+        return []
+    moves = (obj.get("status") or {}).get("podsToMove")
+    if not isinstance(moves, int) or isinstance(moves, bool) or moves <= 0:
+        return []
+    return [
+        f"{uid}/{bit}" for bit in range(min(moves.bit_length(), MOVES_BITS)) if moves >> bit & 1
+    ]
+
+
+def terminal_pod_moves(children: Informer, owner_uid: str) -> int:
+    """The `podsToMove` of the owner's finished children, summed from `BY_OWNER_MOVES`."""
+    return sum(
+        len(children.index_keys(BY_OWNER_MOVES, f"{owner_uid}/{bit}")) << bit
+        for bit in range(MOVES_BITS)
+    )
+
+
+def spec_node(obj: Obj) -> list[str]:
+    """The node a pod runs on, or a CycleNodeStatus replaces."""
+    node = (obj.get("spec") or {}).get("nodeName")
+    return [str(node)] if node else []
+
+
+def annotated_for(obj: Obj) -> list[str]:
+    """The request named by the node's managed-annotation marker, if any."""
+    value = o.annotations_of(obj).get(ANNOTATION_MANAGED)
+    return [value] if isinstance(value, str) and value else []
+
+
+def in_namespace(keys: list[str], namespace: str) -> list[str]:
+    """The cache keys (`namespace/name`) of objects in `namespace`, in their order."""
+    prefix = f"{namespace}/"
+    return [k for k in keys if k.startswith(prefix)]
+
+
+def requests_of(keys: list[str]) -> list[Request]:
+    """Reconcile requests for namespaced cache keys, without reading the objects."""
+    out = []
+    for key in keys:
+        namespace, _, name = key.partition("/")
+        out.append(Request(name, namespace))
+    return out

@@ -1,0 +1,345 @@
+"""A roll rehearsed: the snapshot copied into a simulated cluster, rolled by the cycling
+controllers on a fast clock, and what happened turned into a report.
+
+The copy runs the operator's own defaults (check and cloud poll intervals as `nodeops run` has
+them), so the timeline is the one the real manager would follow, not the demo's brisker one.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from nodeops.api.duration import parse_duration
+from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS
+from nodeops.demo.world import OPERATOR_NAMESPACE, World, WorldOptions
+from nodeops.kube.resources import NODES, PODS, REPLICASETS
+from nodeops.rehearse.report import (
+    Batch,
+    Blocked,
+    Dip,
+    Pending,
+    Report,
+    RequestOutcome,
+)
+from nodeops.rehearse.seed import Copied, StartTimes, copy_snapshot
+from nodeops.rehearse.snapshot import Snapshot
+from nodeops.rehearse.timings import Workloads, boot_seconds_from_history, pod_start_seconds
+from nodeops.rehearse.watch import RollRecorder
+from nodeops.sim.scenario import Scenario
+
+__all__ = [
+    "OPERATOR_DEFAULTS",
+    "Rehearsal",
+    "RehearsalOptions",
+    "RehearseError",
+    "estimate_memory",
+    "rehearse",
+]
+
+OPERATOR_DEFAULTS: Mapping[str, Any] = {
+    "check_interval": 10.0,
+    "cloud_poll_interval": 10.0,
+    "cloud_max_backoff": 120.0,
+}
+"""`nodeops run`'s own cycling settings where the demo's world sets brisker ones."""
+
+BYTES_PER_SNAPSHOT_BYTE = 40
+"""Resident memory of the copy (store, the simulator's and the manager's caches) per byte of
+the snapshot's JSON, measured with `bench/rehearse.py`."""
+BASE_BYTES = 150 * 2**20
+BATCH_GAP_SECONDS = 5.0
+"""Replacements started within this many simulated seconds of a batch's first are its own."""
+
+
+class RehearseError(Exception):
+    """Input the rehearsal cannot work with; the message is the one line to print."""
+
+
+@dataclass
+class RehearsalOptions:
+    time_scale: float = 20.0
+    """Simulated seconds per wall second. Too fast for the machine and the simulator lags its
+    clock, which lengthens the prediction; the report gives the lag."""
+    boot_seconds: float = 60.0
+    """An instance's boot when no past roll recorded one."""
+    pod_start_seconds: float | None = None
+    """A pod's start when its workload's pods show none; None: the simulator's default."""
+    horizon_seconds: float = 6 * 3600.0
+    """Give up on a roll that has not ended after this many simulated seconds."""
+    settings: dict[str, Any] = field(default_factory=lambda: dict(OPERATOR_DEFAULTS))
+    memory_limit: int | None = None
+    """Bytes the copy may use; None: what the system says is available."""
+    warmup_seconds: float = 300.0
+    """Wall seconds the copy's pods get to run before the roll begins."""
+    seed: int = 0
+
+
+def available_memory() -> int:
+    """What the kernel says a new process may still use: MemAvailable, or less under a cgroup
+    limit."""
+    available = 0
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+    except OSError:
+        return 2**62
+    try:
+        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as f:
+            limit = f.read().strip()
+        with open("/sys/fs/cgroup/memory.current", encoding="ascii") as f:
+            used = int(f.read().strip())
+        if limit != "max":
+            available = min(available, int(limit) - used)
+    except (OSError, ValueError):
+        pass
+    return available or 2**62
+
+
+def estimate_memory(snapshot: Snapshot) -> int:
+    return BASE_BYTES + BYTES_PER_SNAPSHOT_BYTE * snapshot.json_bytes
+
+
+def _mib(n: float) -> str:
+    return f"{n / 2**20:,.0f} MiB"
+
+
+class Rehearsal:
+    """One rehearsal; `run` returns its report. Also usable around a real roll on a simulator
+    (the benchmark does), through `RollRecorder` and `outcome`."""
+
+    def __init__(self, snapshot: Snapshot, options: RehearsalOptions) -> None:
+        self.snapshot = snapshot
+        self.options = options
+        self.world: World | None = None
+        self.recorder: RollRecorder | None = None
+        self.copied = Copied()
+
+    def check_memory(self) -> None:
+        need = estimate_memory(self.snapshot)
+        have = (
+            self.options.memory_limit
+            if self.options.memory_limit is not None
+            else available_memory()
+        )
+        if need > have:
+            nodes, pods = len(self.snapshot.of(NODES)), len(self.snapshot.of(PODS))
+            raise RehearseError(
+                f"the cluster ({nodes} nodes, {pods} pods) needs about {_mib(need)} to "
+                f"rehearse and {_mib(have)} is available"
+            )
+
+    async def run(
+        self, requests: Sequence[Mapping[str, Any]], nodegroup_of: Mapping[str, str]
+    ) -> Report:
+        """Roll `requests` (CycleNodeRequest bodies as `nodeops cycle` would create them) on
+        the copy. `nodegroup_of` maps each body's generateName to its NodeGroup."""
+        self.check_memory()
+        wall_start = time.monotonic()
+        cpu_start = time.process_time()
+        snapshot, options = self.snapshot, self.options
+        workloads = Workloads(snapshot.of(REPLICASETS))
+        observed = pod_start_seconds(snapshot.of(PODS), workloads)
+        history = boot_seconds_from_history(snapshot.of(CYCLENODEREQUESTS), snapshot.of(NODES))
+        boot = history if history is not None else options.boot_seconds
+        world = self.world = World(
+            WorldOptions(
+                scenario=Scenario(),
+                time_scale=options.time_scale,
+                seed=options.seed,
+                settings=dict(options.settings),
+                controllers=False,
+            )
+        )
+        recorder = self.recorder = RollRecorder(world.sim.server, world.clock, workloads)
+        try:
+            await world.start()
+            _patient_node_lifecycle(world)
+            self.copied = copy_snapshot(
+                world.sim.server,
+                world.cloud,
+                snapshot,
+                boot_seconds=boot,
+                start_times=StartTimes(observed, options.pod_start_seconds),
+                workloads=workloads,
+            )
+            await self._warm_up()
+            names: dict[str, str] = {}
+            for body in requests:
+                mine = copy.deepcopy(dict(body))
+                mine["metadata"]["namespace"] = OPERATOR_NAMESPACE
+                mine["spec"].pop("provider", None)
+                created = await world.create_request(mine)
+                names[created["metadata"]["name"]] = nodegroup_of.get(
+                    str(body["metadata"].get("generateName", "")), ""
+                )
+            world.stats.reset()
+            recorder.start(self.copied.desired)
+            world.start_manager()
+            await recorder.until(
+                lambda: recorder.all_ended(names), world.clock.wall_seconds(options.horizon_seconds)
+            )
+            recorder.finish()
+            stats = world.stats.snapshot()
+        finally:
+            await world.stop()
+        report = outcome(recorder, names, requests, stats)
+        report.inputs = {
+            "boot_seconds": boot,
+            "boot_seconds_from": "past rolls" if history is not None else "--boot-seconds",
+            "pod_start_seconds_observed": {k: round(v, 1) for k, v in sorted(observed.items())},
+            "pod_start_seconds_default": options.pod_start_seconds,
+            "time_scale": options.time_scale,
+            "nodes": self.copied.nodes,
+            "pods": self.copied.pods,
+            "left_out": self.copied.left_out,
+            "not_served": snapshot.not_served,
+            "wall_seconds": round(time.monotonic() - wall_start, 2),
+            "cpu_seconds": round(time.process_time() - cpu_start, 2),
+            "memory_estimate_bytes": estimate_memory(snapshot),
+        }
+        return report
+
+    async def _warm_up(self) -> None:
+        """Until the copy's pods run as the snapshot's did."""
+        assert self.recorder is not None
+        want = self.copied.pods_to_start - sum(
+            1
+            for p in self.snapshot.of(PODS)
+            if (p.get("status") or {}).get("phase") == "Running"
+            and not any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in (p.get("status") or {}).get("conditions") or ()
+            )
+        )
+        recorder = self.recorder
+        if not await recorder.until(
+            lambda: recorder.ready_pods() >= want, self.options.warmup_seconds
+        ):
+            raise RehearseError(
+                f"the simulated copy did not settle: {recorder.ready_pods()} of "
+                f"{want} pods Ready after {self.options.warmup_seconds:g}s"
+            )
+
+
+NODE_GRACE_SECONDS = 3600.0
+
+
+def _patient_node_lifecycle(world: World) -> None:
+    """Every kubelet of the copy is simulated and healthy, so a node of the copy that misses
+    its heartbeats only shows a clock the machine could not keep up with; marking it NotReady
+    would predict a failure the real roll cannot have."""
+    lifecycle = world.sim.loops.nodelifecycle if world.sim.loops is not None else None
+    if lifecycle is not None:
+        lifecycle.grace_seconds = NODE_GRACE_SECONDS
+        lifecycle.startup_grace_seconds = NODE_GRACE_SECONDS
+
+
+def outcome(
+    recorder: RollRecorder,
+    names: Mapping[str, str],
+    requests: Sequence[Mapping[str, Any]],
+    stats: Mapping[str, Any],
+) -> Report:
+    """The report of a roll a recorder watched (a rehearsal's or a real one on a simulator)."""
+    start = recorder.started_at
+    failures: list[str] = []
+    outcomes: list[RequestOutcome] = []
+    ends: list[float] = []
+    deadline: float | None = None
+    for body in requests:
+        text = ((body.get("spec") or {}).get("cycleSettings") or {}).get("drainDeadline")
+        if text:
+            limit = parse_duration(str(text))
+            deadline = limit if deadline is None else min(deadline, limit)
+    for name, nodegroup in names.items():
+        r = recorder.requests.get(name)
+        phase = r.phase if r is not None else ""
+        seconds = (r.ended - start) if r is not None and r.ended is not None else None
+        if seconds is not None:
+            ends.append(seconds)
+        message = r.message if r is not None else ""
+        outcomes.append(RequestOutcome(name, nodegroup, phase, message, seconds))
+        if phase == "Failed":
+            failures.append(f"the request for NodeGroup {nodegroup} would fail: {message}")
+        elif phase != "Successful":
+            failures.append(f"the request for NodeGroup {nodegroup} would not finish in time")
+    children = sorted(recorder.children.values(), key=lambda c: c.created)
+    batches: list[Batch] = []
+    for child in children:
+        if not batches or child.created - start - batches[-1].start_seconds > BATCH_GAP_SECONDS:
+            batches.append(Batch(len(batches) + 1, [], round(child.created - start, 1), None))
+        batch = batches[-1]
+        batch.nodes.append(child.node)
+        if child.ended is not None:
+            end = round(child.ended - start, 1)
+            batch.end_seconds = max(batch.end_seconds or 0.0, end)
+        if child.phase == "Failed":
+            batch.failed.append(child.node)
+    blocked = [
+        Blocked(name, round(total, 1), round(longest, 1), stalls)
+        for name, (total, longest, stalls) in sorted(recorder.budgets().items())
+    ]
+    for b in blocked:
+        if deadline is not None and b.longest_seconds > deadline:
+            failures.append(
+                f"PodDisruptionBudget {b.budget} would hold a drain for {b.longest_seconds:.0f}s, "
+                f"past the drain deadline of {deadline:.0f}s"
+            )
+    dips = sorted(
+        (
+            Dip(workload, recorder.desired[workload], round(share, 4))
+            for workload, share in recorder.lowest_ready.items()
+        ),
+        key=lambda d: (d.lowest_ready_share, d.workload),
+    )
+    pending = [Pending(pod, reason, before) for pod, reason, before in recorder.pending()]
+    new_pending = [p for p in pending if not p.already_pending]
+    if new_pending:
+        shown = ", ".join(p.pod for p in new_pending[:3])
+        more = f" and {len(new_pending) - 3} more" if len(new_pending) > 3 else ""
+        failures.append(
+            f"{len(new_pending)} pods would be left Pending ({shown}{more}): "
+            f"{new_pending[0].reason}"
+        )
+    api, cloud = calls(stats)
+    return Report(
+        predicted_seconds=round(max(ends), 1) if ends and len(ends) == len(names) else None,
+        requests=outcomes,
+        batches=batches,
+        budgets=blocked,
+        workloads=dips,
+        pending=pending,
+        api_calls=api,
+        cloud_calls=cloud,
+        failures=failures,
+        inputs={},
+    )
+
+
+def calls(
+    stats: Mapping[str, Any], agent: str = "nodeops"
+) -> tuple[dict[str, int], dict[str, int]]:
+    """The operator's Kubernetes API and cloud calls, by verb and resource."""
+    pairs = ((stats.get("by_agent") or {}).get(agent) or {}).get("by_verb_resource") or {}
+    api: dict[str, int] = {}
+    cloud: dict[str, int] = {}
+    for pair, bucket in pairs.items():
+        n = int(bucket.get("requests") or 0)
+        target = cloud if pair.split("/", 1)[-1].startswith("cloud/") else api
+        target[pair] = target.get(pair, 0) + n
+    return api, cloud
+
+
+async def rehearse(
+    snapshot: Snapshot,
+    requests: Sequence[Mapping[str, Any]],
+    nodegroup_of: Mapping[str, str],
+    options: RehearsalOptions | None = None,
+) -> Report:
+    return await Rehearsal(snapshot, options or RehearsalOptions()).run(requests, nodegroup_of)

@@ -1,0 +1,172 @@
+"""The rehearsal's findings: one JSON document, or a few tables a person reads on a terminal.
+
+Failures come first in both: a request that would fail, a budget stalled past the drain
+deadline, pods left with nowhere to run. Each is one sentence that says what and where, and
+their presence is the command's exit status.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, TextIO
+
+__all__ = ["Batch", "Blocked", "Dip", "Pending", "Report", "RequestOutcome"]
+
+
+@dataclass
+class Batch:
+    index: int
+    nodes: list[str]
+    start_seconds: float
+    """Seconds after the roll began that its first node's replacement started."""
+    end_seconds: float | None
+    failed: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Blocked:
+    budget: str
+    blocked_seconds: float
+    longest_seconds: float
+    stalls: int
+
+
+@dataclass
+class Dip:
+    workload: str
+    desired: int
+    lowest_ready_share: float
+
+
+@dataclass
+class Pending:
+    pod: str
+    reason: str
+    already_pending: bool
+
+
+@dataclass
+class RequestOutcome:
+    name: str
+    nodegroup: str
+    phase: str
+    message: str
+    seconds: float | None
+
+
+@dataclass
+class Report:
+    predicted_seconds: float | None
+    requests: list[RequestOutcome]
+    batches: list[Batch]
+    budgets: list[Blocked]
+    workloads: list[Dip]
+    pending: list[Pending]
+    api_calls: dict[str, int]
+    cloud_calls: dict[str, int]
+    failures: list[str]
+    inputs: dict[str, Any]
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.failures)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["ok"] = not self.failed
+        return out
+
+    def write_table(self, out: TextIO) -> None:
+        w = out.write
+        total = _duration(self.predicted_seconds)
+        w(f"Predicted duration: {total}\n")
+        for failure in self.failures:
+            w(f"FAILURE: {failure}\n")
+        w("\nRequests\n")
+        _table(
+            out,
+            ("NODEGROUP", "REQUEST", "PHASE", "DURATION", "MESSAGE"),
+            [
+                (r.nodegroup, r.name, r.phase or "-", _duration(r.seconds), r.message[:60])
+                for r in self.requests
+            ],
+        )
+        w("\nBatches\n")
+        _table(
+            out,
+            ("BATCH", "NODES", "START", "END", "FAILED"),
+            [
+                (
+                    str(b.index),
+                    str(len(b.nodes)),
+                    _duration(b.start_seconds),
+                    _duration(b.end_seconds),
+                    ",".join(b.failed) or "-",
+                )
+                for b in self.batches
+            ],
+        )
+        w("\nBudgets that refused evictions\n")
+        if self.budgets:
+            _table(
+                out,
+                ("PDB", "BLOCKED", "LONGEST", "STALLS"),
+                [
+                    (
+                        b.budget,
+                        _duration(b.blocked_seconds),
+                        _duration(b.longest_seconds),
+                        str(b.stalls),
+                    )
+                    for b in self.budgets
+                ],
+            )
+        else:
+            w("  none\n")
+        w("\nLowest share of Ready replicas\n")
+        dips = [d for d in self.workloads if d.lowest_ready_share < 1.0]
+        if dips:
+            _table(
+                out,
+                ("WORKLOAD", "DESIRED", "LOWEST READY"),
+                [(d.workload, str(d.desired), f"{100 * d.lowest_ready_share:.0f}%") for d in dips],
+            )
+        else:
+            w("  every workload stayed fully Ready\n")
+        w("\nPods left Pending\n")
+        if self.pending:
+            _table(
+                out,
+                ("POD", "BEFORE", "REASON"),
+                [(p.pod, "yes" if p.already_pending else "no", p.reason) for p in self.pending],
+            )
+        else:
+            w("  none\n")
+        w("\nCalls the roll would make\n")
+        _table(
+            out,
+            ("CALL", "COUNT"),
+            [(k, str(v)) for k, v in sorted(self.api_calls.items())]
+            + [(k, str(v)) for k, v in sorted(self.cloud_calls.items())],
+        )
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = round(seconds)
+    h, rest = divmod(s, 3600)
+    m, s = divmod(rest, 60)
+    if h:
+        return f"{h}h{m:02d}m{s:02d}s"
+    if m:
+        return f"{m}m{s:02d}s"
+    return f"{s}s"
+
+
+def _table(out: TextIO, header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        line = "   ".join(str(c).ljust(widths[i]) for i, c in enumerate(row))
+        out.write(f"  {line.rstrip()}\n")

@@ -1,0 +1,344 @@
+"""What the roll did to the simulated copy, seen from the simulator's store.
+
+The recorder hangs on the store's write hooks, so it sees every stored change of pods, nodes,
+budgets and the roll's own objects at the simulated instant it happened, and costs the roll no
+API request. The same recorder watches a real roll on the simulator (the benchmark's reference),
+so prediction and outcome are measured by one rule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from nodeops.common.selectors import LabelSelector, label_selector_from_object
+from nodeops.rehearse.timings import Workloads
+from nodeops.sim.clock import Clock
+from nodeops.sim.server.app import SimServer
+from nodeops.sim.server.store import WatchEvent
+
+__all__ = ["RollRecorder"]
+
+Obj = dict[str, Any]
+Key = tuple[str, str]
+
+_PODS = ("", "pods")
+_NODES = ("", "nodes")
+_PDBS = ("policy", "poddisruptionbudgets")
+_REPLICASETS = ("apps", "replicasets")
+_CNRS = ("nodeops.dev", "cyclenoderequests")
+_CNSS = ("nodeops.dev", "cyclenodestatuses")
+_TERMINAL = ("Successful", "Failed")
+
+
+def _ready(pod: Mapping[str, Any]) -> bool:
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    for cond in (pod.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == "Ready":
+            return bool(cond.get("status") == "True")
+    return False
+
+
+def _key(obj: Mapping[str, Any]) -> Key:
+    meta = obj.get("metadata") or {}
+    return (str(meta.get("namespace", "")), str(meta.get("name", "")))
+
+
+@dataclass
+class _Pod:
+    labels: Mapping[str, str]
+    node: str
+    deleting: bool
+    ready: bool
+    workload: str | None
+
+
+@dataclass
+class _Budget:
+    selector: LabelSelector
+    allowed: int
+    waiting: set[str] = field(default_factory=set)
+    """Pods it selects that stand on a node being drained and are not yet going."""
+    blocked_since: float | None = None
+    blocked_seconds: float = 0.0
+    longest: float = 0.0
+    stalls: int = 0
+
+
+@dataclass
+class Child:
+    """One node's replacement (a CycleNodeStatus) as the recorder saw it."""
+
+    name: str
+    node: str
+    created: float
+    ended: float | None = None
+    phase: str = ""
+    message: str = ""
+
+
+@dataclass
+class Request:
+    name: str
+    created: float
+    ended: float | None = None
+    phase: str = ""
+    message: str = ""
+
+
+class RollRecorder:
+    """Fed by the store's write hooks of `server`; `start()` marks the roll's beginning."""
+
+    def __init__(self, server: SimServer, clock: Clock, workloads: Workloads) -> None:
+        self.server = server
+        self.clock = clock
+        self.workloads = workloads
+        self.recording = False
+        self.started_at = 0.0
+        self._pods: dict[Key, _Pod] = {}
+        self._on_node: dict[str, set[Key]] = {}
+        self._draining: set[str] = set()
+        self._cordoned_before: set[str] = set()
+        self._budgets: dict[Key, _Budget] = {}
+        self.desired: dict[str, int] = {}
+        self._ready: dict[str, int] = {}
+        self.lowest_ready: dict[str, float] = {}
+        self.children: dict[str, Child] = {}
+        self.requests: dict[str, Request] = {}
+        self.pending_before: set[Key] = set()
+        self._changed = asyncio.Event()
+        server.store.write_hooks.append(self._on_write)
+
+    async def until(self, done: Callable[[], bool], timeout: float) -> bool:
+        """Wait, woken by the store's writes, until `done()`; False after `timeout` wall
+        seconds without it."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not done():
+            self._changed.clear()
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            try:
+                await asyncio.wait_for(self._changed.wait(), remaining)
+            except TimeoutError:
+                return done()
+        return True
+
+    # -- the roll ------------------------------------------------------------------------------
+
+    def start(self, desired: Mapping[str, int]) -> None:
+        """Begin recording: the workloads' wanted replicas, and the nodes cordoned before the
+        roll (a drain did not cordon them, so budgets waiting on them are not the roll's)."""
+        self.recording = True
+        self.started_at = self._now()
+        self.desired = dict(desired)
+        self._cordoned_before = set(self._draining)
+        self._draining.clear()
+        for budget in self._budgets.values():
+            budget.waiting.clear()
+        for workload in self.desired:
+            self.lowest_ready[workload] = self._share(workload)
+        self.pending_before = {k for k, p in self._pods.items() if not p.node and not p.deleting}
+
+    def ready_pods(self) -> int:
+        return sum(1 for p in self._pods.values() if p.ready)
+
+    def pods_of(self, workload: str) -> int:
+        return sum(1 for p in self._pods.values() if p.workload == workload and not p.deleting)
+
+    def all_ended(self, names: Iterable[str]) -> bool:
+        return all((r := self.requests.get(n)) is not None and r.phase in _TERMINAL for n in names)
+
+    def finish(self) -> None:
+        """Close every budget's open stall at the current instant."""
+        now = self._now()
+        for budget in self._budgets.values():
+            if budget.blocked_since is not None:
+                budget.blocked_seconds += now - budget.blocked_since
+                budget.longest = max(budget.longest, now - budget.blocked_since)
+                budget.blocked_since = None
+
+    def budgets(self) -> dict[str, tuple[float, float, int]]:
+        """Each budget that held a drain: total and longest blocked seconds, and its stalls."""
+        return {
+            f"{ns}/{name}": (b.blocked_seconds, b.longest, b.stalls)
+            for (ns, name), b in self._budgets.items()
+            if b.stalls
+        }
+
+    def _now(self) -> float:
+        return self.clock.now().timestamp()
+
+    def _share(self, workload: str) -> float:
+        desired = self.desired.get(workload, 0)
+        if desired <= 0:
+            return 1.0
+        return min(1.0, self._ready.get(workload, 0) / desired)
+
+    # -- the write hook ------------------------------------------------------------------------
+
+    def _on_write(self, key: Key, ev: WatchEvent) -> None:
+        if key not in (_PODS, _NODES, _PDBS, _REPLICASETS, _CNRS, _CNSS):
+            return
+        self._changed.set()
+        obj = orjson.loads(ev.entry.raw)
+        deleted = ev.type == "DELETED"
+        if key == _PODS:
+            self._pod(obj, deleted)
+        elif key == _NODES:
+            self._node(obj, deleted)
+        elif key == _PDBS:
+            self._budget(obj, deleted)
+        elif key == _REPLICASETS and not deleted:
+            self.workloads.add_replicaset(obj)
+        elif key == _CNSS and not deleted:
+            self._child(obj)
+        elif key == _CNRS and not deleted:
+            self._request(obj)
+
+    def _pod(self, obj: Obj, deleted: bool) -> None:
+        key = _key(obj)
+        before = self._pods.pop(key, None)
+        if before is not None:
+            self._on_node.get(before.node, set()).discard(key)
+            if before.ready and before.workload is not None:
+                self._ready[before.workload] = self._ready.get(before.workload, 1) - 1
+        pod: _Pod | None = None
+        if not deleted:
+            meta = obj.get("metadata") or {}
+            pod = _Pod(
+                labels=meta.get("labels") or {},
+                node=str((obj.get("spec") or {}).get("nodeName") or ""),
+                deleting=bool(meta.get("deletionTimestamp")),
+                ready=_ready(obj),
+                workload=self.workloads.of(obj),
+            )
+            self._pods[key] = pod
+            self._on_node.setdefault(pod.node, set()).add(key)
+            if pod.ready and pod.workload is not None:
+                self._ready[pod.workload] = self._ready.get(pod.workload, 0) + 1
+        seen = pod if pod is not None else before
+        workload = seen.workload if seen is not None else None
+        if self.recording and workload in self.desired:
+            self.lowest_ready[workload] = min(self.lowest_ready[workload], self._share(workload))
+        self._wait(key, pod)
+
+    def _waiting(self, pod: _Pod | None) -> bool:
+        return pod is not None and not pod.deleting and pod.node in self._draining
+
+    def _wait(self, key: Key, pod: _Pod | None) -> None:
+        """Keep the budgets' sets of waiting pods current for this pod, and their stalls."""
+        namespace, name = key
+        waiting = self._waiting(pod)
+        for (ns, _), budget in self._budgets.items():
+            if ns != namespace:
+                continue
+            if waiting and pod is not None and budget.selector.matches(pod.labels):
+                budget.waiting.add(name)
+            else:
+                budget.waiting.discard(name)
+            self._judge(budget)
+
+    def _judge(self, budget: _Budget) -> None:
+        if not self.recording:
+            return
+        blocked = budget.allowed <= 0 and bool(budget.waiting)
+        now = self._now()
+        if blocked and budget.blocked_since is None:
+            budget.blocked_since = now
+            budget.stalls += 1
+        elif not blocked and budget.blocked_since is not None:
+            budget.blocked_seconds += now - budget.blocked_since
+            budget.longest = max(budget.longest, now - budget.blocked_since)
+            budget.blocked_since = None
+
+    def _node(self, obj: Obj, deleted: bool) -> None:
+        name = _key(obj)[1]
+        draining = (
+            not deleted
+            and bool((obj.get("spec") or {}).get("unschedulable"))
+            and name not in self._cordoned_before
+        )
+        if draining == (name in self._draining):
+            return
+        if draining:
+            self._draining.add(name)
+        else:
+            self._draining.discard(name)
+        for key in list(self._on_node.get(name, ())):
+            self._wait(key, self._pods.get(key))
+
+    def _budget(self, obj: Obj, deleted: bool) -> None:
+        key = _key(obj)
+        if deleted:
+            self._budgets.pop(key, None)
+            return
+        selector = label_selector_from_object((obj.get("spec") or {}).get("selector"))
+        allowed = int((obj.get("status") or {}).get("disruptionsAllowed") or 0)
+        budget = self._budgets.get(key)
+        if budget is None or budget.selector != selector:
+            budget = _Budget(selector, allowed)
+            self._budgets[key] = budget
+            for node in self._draining:
+                for pod_key in self._on_node.get(node, ()):
+                    pod = self._pods.get(pod_key)
+                    if (
+                        pod_key[0] == key[0]
+                        and self._waiting(pod)
+                        and pod is not None
+                        and selector.matches(pod.labels)
+                    ):
+                        budget.waiting.add(pod_key[1])
+        budget.allowed = allowed
+        self._judge(budget)
+
+    def _child(self, obj: Obj) -> None:
+        name = _key(obj)[1]
+        status = obj.get("status") or {}
+        child = self.children.get(name)
+        if child is None:
+            node = str((obj.get("spec") or {}).get("nodeName") or "")
+            child = self.children[name] = Child(name, node, self._now())
+        child.phase = str(status.get("phase") or "")
+        child.message = str(status.get("message") or "")
+        if child.phase in _TERMINAL and child.ended is None:
+            child.ended = self._now()
+
+    def _request(self, obj: Obj) -> None:
+        name = _key(obj)[1]
+        status = obj.get("status") or {}
+        request = self.requests.get(name)
+        if request is None:
+            request = self.requests[name] = Request(name, self._now())
+        request.phase = str(status.get("phase") or "")
+        request.message = str(status.get("message") or "")
+        if request.phase in _TERMINAL and request.ended is None:
+            request.ended = self._now()
+
+    # -- at the end ----------------------------------------------------------------------------
+
+    def pending(self) -> list[tuple[str, str, bool]]:
+        """Pods left without a node: `namespace/name`, the scheduler's reason, and whether the
+        pod was already pending before the roll."""
+        out = []
+        for key, pod in self._pods.items():
+            if pod.node or pod.deleting:
+                continue
+            out.append((f"{key[0]}/{key[1]}", self._reason(key), key in self.pending_before))
+        return sorted(out)
+
+    def _reason(self, key: Key) -> str:
+        entry = self.server.store.bucket(_PODS).get(key[0], key[1])
+        if entry is None:
+            return ""
+        pod = orjson.loads(entry.raw)
+        for cond in (pod.get("status") or {}).get("conditions") or ():
+            if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+                return str(cond.get("message") or cond.get("reason") or "")
+        return "not scheduled yet"

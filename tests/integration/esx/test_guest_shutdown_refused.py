@@ -1,0 +1,30 @@
+"""A guest that cannot be asked to shut down (the call refused, as without VMware Tools): its VM
+is powered off instead, once, and the flow goes on as usual."""
+
+from __future__ import annotations
+
+import pytest
+
+from nodeops.controllers.esx.metrics import POWER_ACTIONS
+from tests.integration.esx.conftest import Env
+from tests.integration.esx.flow import back_up, go_down, has_event
+from tests.vcsim import needs_vcsim
+
+pytestmark = needs_vcsim
+
+
+@pytest.fixture
+def vcsim_args() -> tuple[str, ...]:
+    return ("-no-guest-shutdown",)
+
+
+async def test_a_guest_that_cannot_be_asked_is_powered_off(env: Env) -> None:
+    asked = POWER_ACTIONS.labels("shutdown_guest")._value.get()
+    offs = POWER_ACTIONS.labels("power_off")._value.get()
+    await env.start()
+    await go_down(env)
+    assert POWER_ACTIONS.labels("power_off")._value.get() == offs + 2
+    assert POWER_ACTIONS.labels("shutdown_guest")._value.get() == asked
+    await env.wait(lambda: has_event(env, "esx-a", "PoweredOff: "), "the PoweredOff event")
+    nodes = await back_up(env)
+    assert not nodes["esx-a"]["spec"].get("unschedulable")

@@ -1,0 +1,188 @@
+"""`nodeops cycle --rehearse` against a simulated cluster standing in for the live one: it reads
+and never writes, and its report names what the roll would meet."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from nodeops.cli import build_parser
+from nodeops.controllers.cycling.resources import NODEGROUPS
+from nodeops.demo.scenario import demo_scenario
+from nodeops.demo.world import World, WorldOptions
+from nodeops.rehearse.command import main_async
+from nodeops.rehearse.snapshot import SNAPSHOT_RESOURCES
+from nodeops.sim.clock import Clock
+from nodeops.sim.server.app import SimServer
+from nodeops.sim.server.auth import GROUP_ALL_AUTHENTICATED, UserInfo
+
+SIM_AGENTS = {"nodeops-sim"}
+
+
+def nodegroup(name: str, group: str, **settings: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "nodeops.dev/v1alpha1",
+        "kind": "NodeGroup",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeGroupName": group,
+            "nodeSelector": {"matchLabels": {"role": "worker"}},
+            "cycleSettings": {"method": "Drain", "concurrency": 2, **settings},
+        },
+    }
+
+
+@asynccontextmanager
+async def live(web_budget: int | str = 1, **settings: Any) -> AsyncIterator[World]:
+    """The "live" cluster: a simulator at wall-clock speed, no operator running."""
+    scenario = demo_scenario(4, groups=1, stateful=False, boot_seconds=30, web_budget=web_budget)
+    w = World(WorldOptions(scenario=scenario, time_scale=1.0, controllers=False))
+    await w.start()
+    assert w.client is not None
+    await w.client.create(NODEGROUPS, nodegroup("workers", "workers-a", **settings))
+    try:
+        yield w
+    finally:
+        await w.stop()
+
+
+async def rehearse(w: World, tmp: Path, *extra: str) -> tuple[int, str]:
+    kubeconfig = w.sim.server.write_kubeconfig(tmp / "kubeconfig")
+    providers = tmp / "providers.yaml"
+    providers.write_text(
+        yaml.safe_dump(
+            {"providers": {"sim": {"url": w.sim.server.url, "token": w.sim.server.admin_token}}}
+        )
+    )
+    argv = ["cycle", *extra, "--rehearse", "--kubeconfig", str(kubeconfig)]
+    argv += ["--provider", "sim", "--provider-config", str(providers), "--time-scale", "60"]
+    out = io.StringIO()
+    code = await main_async(build_parser().parse_args(argv), out)
+    return code, out.getvalue()
+
+
+async def versions(w: World) -> dict[tuple[str, str, str], str]:
+    assert w.client is not None
+    seen = {}
+    for res in SNAPSHOT_RESOURCES:
+        try:
+            items, _ = await w.client.list(res)
+        except Exception:
+            continue
+        for obj in items:
+            meta = obj["metadata"]
+            seen[(res.plural, meta.get("namespace", ""), meta["name"])] = meta["resourceVersion"]
+    return seen
+
+
+async def test_rehearsal_reads_only_and_predicts_the_roll(tmp_path: Path) -> None:
+    async with live() as w:
+        before = await versions(w)
+        cloud_before = {g: len(s.members) for g, s in w.cloud.state.groups.items()}
+        w.stats.reset()
+        code, out = await rehearse(w, tmp_path, "workers", "--json")
+        calls = w.stats.snapshot()["by_agent"]
+        assert set(calls) <= {"nodeops", *SIM_AGENTS}, set(calls)
+        assert await versions(w) == before
+        assert {g: len(s.members) for g, s in w.cloud.state.groups.items()} == cloud_before
+    report = json.loads(out)
+    assert code == 0, report["failures"]
+    assert report["ok"] is True
+    # The live simulator's own loops (kubelets, controllers) speak under their own names.
+    verbs = set(calls["nodeops"]["by_verb_resource"])
+    writes = {p for p in verbs if not p.startswith(("get/", "list/", "watch/"))}
+    assert writes == {"create/selfsubjectaccessreviews"}, verbs
+    assert any(p.startswith("list/cloud/") or p.startswith("get/cloud/") for p in verbs)
+    # Four nodes, two at a time: two batches, each at least a boot (30 s) long.
+    assert [len(b["nodes"]) for b in report["batches"]] == [2, 2]
+    assert report["predicted_seconds"] >= 60
+    (request,) = report["requests"]
+    assert request["phase"] == "Successful"
+    assert report["cloud_calls"] and report["api_calls"].get("create/pods/eviction", 0) >= 1
+    assert report["pending"] == []
+    web = next(d for d in report["workloads"] if d["workload"] == "Deployment/shop/web")
+    assert 0 < web["lowest_ready_share"] <= 1
+
+
+async def test_a_budget_that_allows_nothing_fails_at_the_drain_deadline(tmp_path: Path) -> None:
+    async with live(web_budget=0, drainDeadline="2m") as w:
+        code, out = await rehearse(w, tmp_path, "workers", "--json")
+    report = json.loads(out)
+    assert code == 1
+    blocked = next(b for b in report["budgets"] if b["budget"] == "shop/web")
+    assert blocked["longest_seconds"] >= 100
+    assert any("shop/web" in f and "drain deadline" in f for f in report["failures"])
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (("nosuchgroup",), "NodeGroup 'nosuchgroup' not found"),
+        (("workers", "--memory-limit", "1000"), "needs about"),
+    ],
+)
+async def test_bad_input_is_one_line_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: tuple[str, ...], message: str
+) -> None:
+    async with live() as w:
+        before = await versions(w)
+        code, out = await rehearse(w, tmp_path, *extra)
+        assert await versions(w) == before
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert out == ""
+    assert len(err) == 1 and message in err[0], err
+
+
+async def test_a_missing_read_permission_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = SimServer(clock=Clock(1.0), auth=True, rbac=True)
+    await server.start()
+    try:
+        assert server.authn is not None
+        server.authn.add_static_token("viewer", UserInfo("viewer", (GROUP_ALL_AUTHENTICATED,)))
+        rules = [
+            {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["list"]},
+            {"apiGroups": ["nodeops.dev"], "resources": ["nodegroups"], "verbs": ["list"]},
+        ]
+        server.create(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": "some-reader"},
+                "rules": rules,
+            }
+        )
+        server.create(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": "viewer"},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": "some-reader",
+                },
+                "subjects": [{"kind": "User", "name": "viewer"}],
+            }
+        )
+        config = server.write_kubeconfig(tmp_path / "kubeconfig", token="viewer")
+        server.stats.reset()
+        argv = ["cycle", "workers", "--rehearse", "--kubeconfig", str(config)]
+        code = await main_async(build_parser().parse_args(argv), io.StringIO())
+        asked = set(server.stats.snapshot()["by_verb_resource"])
+    finally:
+        await server.stop()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and "cannot list deployments.apps" in err[0], err
+    # Asked, and nothing else: no list was tried before the check said no.
+    assert asked == {"create/selfsubjectaccessreviews"}, asked
