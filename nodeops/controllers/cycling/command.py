@@ -60,6 +60,19 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     _rehearse_arguments(parser)
 
 
+# The options of the rehearsal group, which mean nothing to a real roll.
+REHEARSAL_ONLY = (
+    "json",
+    "boot_seconds",
+    "pod_start_seconds",
+    "time_scale",
+    "horizon",
+    "provider",
+    "provider_config",
+    "memory_limit",
+)
+
+
 def _rehearse_arguments(parser: argparse.ArgumentParser) -> None:
     rehearse = parser.add_argument_group(
         "rehearsal", "predict the roll on a simulated copy of a read-only snapshot"
@@ -351,6 +364,11 @@ def run(
             print("error: --rehearse: run it as `nodeops cycle --rehearse`", file=sys.stderr)
             return 2
         return rehearse(args)
+    stray = [f"--{name.replace('_', '-')}" for name in REHEARSAL_ONLY if getattr(args, name, None)]
+    if stray:
+        # Silently ignored, `--json` would create the requests the user meant only to rehearse.
+        print(f"error: {', '.join(stray)}: only with --rehearse", file=sys.stderr)
+        return 2
     from nodeops.kube.logging import configure
 
     configure("warning", "console")

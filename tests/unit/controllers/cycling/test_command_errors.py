@@ -28,3 +28,19 @@ def test_a_malformed_kubeconfig_is_one_line(
     captured = capsys.readouterr()
     assert captured.err.startswith("error: ") and captured.err.count("\n") == 1, captured.err
     assert captured.out == ""
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--json", None), ("--boot-seconds", "90"), ("--provider", "aws"), ("--horizon", "2h")],
+)
+def test_a_rehearsal_option_without_rehearse_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, value: str | None
+) -> None:
+    """`--json` alone would not print a report: it would create the requests. Refused before
+    the kubeconfig is even read (this one does not exist)."""
+    argv = ["cycle", "--all", "--kubeconfig", str(tmp_path / "missing"), option]
+    assert main(argv if value is None else [*argv, value]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"error: {option}: only with --rehearse\n"
+    assert captured.out == ""
