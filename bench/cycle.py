@@ -35,6 +35,23 @@ its drain to the end of its CycleNodeStatus (`observed_drain_seconds`). On a loa
 simulator falls behind its clock and both grow; the operator's own share is what is left.
 
 Every run is also checked: Successful, no budget violated, no capacity lost.
+
+On a real control plane:
+
+    python -m bench.cycle --json --kubeconfig K --time-scale 2 --taint-only \
+        [--strip-new-crd-fields] [--sim-controllers LIST] [--pending-node-taint NoSchedule]
+
+The same roll with the simulator's kubelets and clouds attached to K's API server
+(`nodeops sim attach`); the cluster's own kube-controller-manager and kube-scheduler schedule,
+run the ReplicaSets, the disruption budgets and the garbage collector (`--sim-controllers` adds
+the simulator's loops for a cluster without them). The CRDs are installed first by server-side
+apply; `--strip-new-crd-fields` drops the validation rules' `fieldPath` and `reason`, which
+servers older than 1.28 refuse. What the simulated server counted is taken from outside the
+operator instead (`bench.attached_world`): pod moves are the workload pods a watch saw stop,
+API requests the manager's own client's count, a Node's birth when a watch first saw it. The
+JSON names the server's version, and counts the nodes that went not-Ready while schedulable (the
+cluster judges the kubelets' leases by its wall clock: keep the time scale low, 1-2, beside a
+real kube-controller-manager) and whatever the detach after each roll left behind.
 """
 
 from __future__ import annotations
@@ -51,9 +68,11 @@ import socket
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import attached_world
 from nodeops import __version__
 from nodeops.controllers.cycling.pods import movable
 from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS
@@ -73,6 +92,22 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+@dataclass(frozen=True)
+class Ground:
+    """Where the roll runs: the simulator (no kubeconfig), or a cluster the simulator's
+    kubelets and clouds attach to."""
+
+    kubeconfig: str | None = None
+    context: str | None = None
+    sim_controllers: frozenset[str] = frozenset()
+    strip_new_crd_fields: bool = False
+    pods_per_node: float = 2.0
+
+    @property
+    def attached(self) -> bool:
+        return self.kubeconfig is not None
+
+
 async def roll(
     nodes: int,
     concurrency: int,
@@ -83,40 +118,72 @@ async def roll(
     manager_log: Path | None = None,
     manager_log_level: str = "info",
     profile: Path | None = None,
+    ground: Ground = Ground(),
 ) -> dict[str, Any]:
     scenario = demo_scenario(
         nodes,
         groups=groups,
         boot_seconds=BOOT_SECONDS,
         grace_seconds=GRACE_SECONDS,
-        pods_per_node=2.0,
+        pods_per_node=ground.pods_per_node,
         web_budget="25%",
         stateful=False,
         seed=seed,
     )
     world = World(
-        WorldOptions(scenario=scenario, time_scale=time_scale, seed=seed, controllers=False)
+        WorldOptions(
+            scenario=scenario,
+            time_scale=time_scale,
+            seed=seed,
+            controllers=False,
+            kubeconfig=ground.kubeconfig,
+            context=ground.context,
+            sim_controllers=ground.sim_controllers,
+            attach_id="bench-cycle",
+        )
     )
-    await world.start(wait_ready=600)
-    watcher = Client(
-        world.sim.server.url,
-        token=world.sim.server.admin_token,
-        qps=0,
-        user_agent="cycle-bench/1",
-    )
-    shutdown = world.sim.cloud.settings.shutdown_seconds
+    referee: attached_world.Referee | None = None
+    result: dict[str, Any] = {}
+    if world.attachment is not None:
+        async with world.api_client(qps=0, user_agent="cycle-bench/1") as installer:
+            await attached_world.apply_crds(installer, strip_new_fields=ground.strip_new_crd_fields)
     try:
-        pods, _ = await watcher.list(PODS)
+        await world.start(wait_ready=600)
+    except BaseException:
+        await world.stop()
+        raise
+    watcher = world.api_client(qps=0, user_agent="cycle-bench/1")
+    shutdown = world.cloud.settings.shutdown_seconds
+    try:
+        selector = None
+        if world.attachment is not None:
+            selector = ",".join(f"{k}={v}" for k, v in world.attachment.labels.items())
+            referee = attached_world.Referee(world)
+            await referee.start()
+        pods, _ = await watcher.list(PODS, label_selector=selector)
         pods_at_start = sum(1 for p in pods if movable(p))
         names = group_names(groups)
-        world.sim.server.stats.reset()
+        if world.attachment is None:
+            world.sim.server.stats.reset()
         with tempfile.TemporaryDirectory() as tmp:
             cpu_before = _children_cpu()
             port = _free_port()
-            command = world.manager_command(Path(tmp))
+            metrics_port = _free_port()
+            if world.attachment is not None:
+                assert ground.kubeconfig is not None
+                command = attached_world.manager_command(
+                    world,
+                    Path(tmp),
+                    kubeconfig=ground.kubeconfig,
+                    context=ground.context,
+                    metrics_port=metrics_port,
+                    health_port=port,
+                )
+            else:
+                command = world.manager_command(Path(tmp))
+                command[command.index("--health-addr") + 1] = f"127.0.0.1:{port}"
             if profile is not None:
                 command[1:1] = ["-m", "cProfile", "-o", str(profile)]
-            command[command.index("--health-addr") + 1] = f"127.0.0.1:{port}"
             log_file = None
             if manager_log is not None:
                 command[command.index("--log-level") + 1] = manager_log_level
@@ -131,14 +198,17 @@ async def roll(
                 log_file.close()  # the manager has its own descriptor now
             # The roll is timed from a manager that is up (caches synced), not from its start.
             await _until_ready(port)
-            start = world.sim.clock.now()
+            if referee is not None:
+                referee.recording = True
+            start = world.clock.now()
             wall = time.monotonic()
+            labels = world.attachment.labels if world.attachment is not None else {}
             await watcher.create(
                 CYCLENODEREQUESTS,
                 {
                     "apiVersion": "nodeops.dev/v1alpha1",
                     "kind": "CycleNodeRequest",
-                    "metadata": {"name": "bench"},
+                    "metadata": {"name": "bench", "labels": labels},
                     "spec": {
                         "nodeGroupName": names[0],
                         "nodeGroupsList": names[1:],
@@ -154,47 +224,68 @@ async def roll(
             )
             status: dict[str, Any] = {}
             phases: dict[str, float] = {}
-            seen = world.sim.clock.now()
+            seen = world.clock.now()
             while True:
                 obj = await watcher.get(CYCLENODEREQUESTS, "bench", OPERATOR_NAMESPACE)
                 status = obj.get("status") or {}
-                now = world.sim.clock.now()
+                now = world.clock.now()
                 phase = str(status.get("phase") or "Pending")
                 phases[phase] = phases.get(phase, 0.0) + (now - seen).total_seconds()
                 seen = now
                 if phase in ("Successful", "Failed"):
                     break
                 await asyncio.sleep(0.5)
-            simulated = (world.sim.clock.now() - start).total_seconds()
+            simulated = (world.clock.now() - start).total_seconds()
             wall_seconds = time.monotonic() - wall
-            stats = world.sim.server.stats.snapshot()
+            if referee is not None:
+                referee.recording = False
+                assert world.attachment is not None
+                requests = await attached_world.operator_requests(
+                    metrics_port, world.attachment.target.server
+                )
+            else:
+                requests = api_requests(world.sim.server.stats.snapshot())
             memory = _memory_mib(proc.pid)
             proc.send_signal(signal.SIGTERM)
             await proc.wait()
             cpu = _children_cpu() - cpu_before
         cycled = int((status.get("progress") or {}).get("cycled") or 0)
-        lost = sum(g.desired for g in world.sim.cloud.state.groups.values()) - sum(
+        lost = sum(g.desired for g in world.cloud.state.groups.values()) - sum(
             1
-            for i in world.sim.cloud.state.instances.values()
+            for i in world.cloud.state.instances.values()
             if i.group is not None and i.lifecycle == "InService"
         )
         ideal = math.ceil(nodes / concurrency) * (BOOT_SECONDS + GRACE_SECONDS + shutdown)
-        moves = world.record.evictions / pods_at_start if pods_at_start else 0.0
-        boots, drains = await _observed(world, watcher)
-        return {
+        # Evictions as the server marks them where it can (the simulator, kube-apiserver 1.26
+        # and later); on an attached cluster, the workload pods the referee saw stop.
+        moved = len(referee.moved) if referee is not None else world.record.evictions
+        moves = moved / pods_at_start if pods_at_start else 0.0
+        boots, drains = await _observed(world, watcher, referee)
+        extra: dict[str, Any] = {}
+        if referee is not None:
+            extra = {
+                "pod_moves_counted_by": "workload pods seen stopping by a watch",
+                "evictions_marked_by_server": world.record.evictions,
+                "pod_moves_by_request_status": status.get("podMoves"),
+                "nodes_not_ready_while_schedulable": len(referee.not_ready),
+                "pods_moved_twice": referee.moved_twice,
+                "api_requests_counted_by": "the manager's rest_client_requests_total",
+            }
+        result = {
+            **extra,
             "phase": status.get("phase"),
             "nodes_cycled": cycled,
             "nodes_lost": lost,
             "pdb_violations": len(world.record.violations),
             "pods": pods_at_start,
-            "evictions": world.record.evictions,
+            "evictions": moved,
             "pod_moves_per_pod": round(moves, 4),
             "simulated_seconds": round(simulated, 1),
             "ideal_seconds": ideal,
             "duration_ratio": round(simulated / ideal, 3),
             "wall_seconds": round(wall_seconds, 1),
-            "api_requests": api_requests(stats),
-            "api_requests_per_node": round(api_requests(stats) / max(1, cycled), 2),
+            "api_requests": requests,
+            "api_requests_per_node": round(requests / max(1, cycled), 2),
             "manager_cpu_seconds": round(cpu, 2),
             "cpu_seconds_per_node": round(cpu / max(1, cycled), 4),
             "manager_rss_mib": memory.get("VmRSS"),
@@ -205,9 +296,18 @@ async def roll(
             "observed_boot_seconds": boots,
             "observed_drain_seconds": drains,
         }
+        return result
     finally:
+        if referee is not None:
+            await referee.stop()
         await watcher.close()
         await world.stop()
+        if world.attachment is not None:
+            # Detach removed what the attach created; what is left is counted, not hidden.
+            async with world.api_client(qps=0, user_agent="cycle-bench/1") as checker:
+                left = await attached_world.leftovers(checker, world.attachment.instance)
+            if result:
+                result["left_behind"] = left
 
 
 def _memory_mib(pid: int) -> dict[str, float]:
@@ -247,24 +347,34 @@ async def _until_ready(port: int, timeout: float = 120.0) -> None:
     raise TimeoutError("the manager did not become ready")
 
 
-async def _observed(world: World, client: Client) -> tuple[float, float]:
+async def _observed(
+    world: World, client: Client, referee: attached_world.Referee | None = None
+) -> tuple[float, float]:
     """Median simulated seconds from a replacement's launch to its Node, and from a node's
     drain start to its CycleNodeStatus ending: what the simulated cloud and workloads took,
-    against which the operator's overhead shows."""
+    against which the operator's overhead shows. An attached cluster stamps its Nodes by the
+    wall clock, so there a Node's birth is when the referee first saw it (simulated clock)."""
     from statistics import median
 
     from nodeops.controllers.cycling.resources import CYCLENODESTATUSES
     from nodeops.kube import objects as o
     from nodeops.kube.resources import NODES
 
-    nodes, _ = await client.list(NODES)
-    created = {o.name(n): o.parse_time(o.meta(n).get("creationTimestamp")) for n in nodes}
-    origin = world.sim.clock.origin.timestamp()
+    created: dict[str, float] = {}
+    if referee is not None:
+        created = dict(referee.node_seen)
+    else:
+        nodes, _ = await client.list(NODES)
+        for n in nodes:
+            stamp = o.parse_time(o.meta(n).get("creationTimestamp"))
+            if stamp is not None:
+                created[o.name(n)] = stamp.timestamp()
+    origin = world.clock.origin.timestamp()
     boots = []
-    for instance in world.sim.cloud.state.instances.values():
+    for instance in world.cloud.state.instances.values():
         when = created.get(instance.node_name)
         if when is not None and instance.launched_at > origin + 1:
-            boots.append(when.timestamp() - instance.launched_at)
+            boots.append(when - instance.launched_at)
     children, _ = await client.list(CYCLENODESTATUSES, OPERATOR_NAMESPACE)
     drains = []
     for child in children:
@@ -290,6 +400,23 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     if args.manager_logs is not None:
         args.manager_logs.mkdir(parents=True, exist_ok=True)
         logs = {name: args.manager_logs / f"{name}.log" for name in logs}
+    ground = Ground(
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        sim_controllers=args.sim_controllers,
+        strip_new_crd_fields=args.strip_new_crd_fields,
+        pods_per_node=args.pods_per_node,
+    )
+    where: dict[str, Any] = {"ground": "simulator"}
+    if ground.attached:
+        where = {
+            "ground": "attached",
+            "server_version": await _server_version(ground),
+            "sim_controllers": sorted(ground.sim_controllers),
+            "crd_fields_stripped": list(attached_world.CRD_FIELDS_SINCE_1_28)
+            if ground.strip_new_crd_fields
+            else [],
+        }
     baseline: dict[str, Any] | None = None
     if args.compare is not None:
         small_nodes, small_concurrency = args.compare
@@ -302,6 +429,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             args.seed,
             logs["baseline"],
             args.manager_log_level,
+            ground=ground,
         )
         baseline["nodes"], baseline["concurrency"] = small_nodes, small_concurrency
     with_taint = await roll(
@@ -309,11 +437,12 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         args.concurrency,
         args.groups,
         args.time_scale,
-        "PreferNoSchedule",
+        args.pending_node_taint,
         args.seed,
         logs["taint"],
         args.manager_log_level,
         args.profile_manager,
+        ground=ground,
     )
     without = None
     if not args.taint_only:
@@ -325,6 +454,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             "Off",
             args.seed,
             logs["no_taint"],
+            ground=ground,
         )
     runs = {"taint": with_taint}
     if without is not None:
@@ -332,7 +462,11 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     if baseline is not None:
         runs["baseline"] = baseline
     ok = all(
-        r["phase"] == "Successful" and r["nodes_lost"] == 0 and r["pdb_violations"] == 0
+        r["phase"] == "Successful"
+        and r["nodes_lost"] == 0
+        and r["pdb_violations"] == 0
+        and not r.get("left_behind")
+        and not r.get("nodes_not_ready_while_schedulable")
         for r in runs.values()
     )
     extra: dict[str, Any] = {}
@@ -340,6 +474,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         extra["growth_over_baseline"] = _growth(baseline, with_taint)
     return {
         **extra,
+        **where,
+        "pods_per_node": args.pods_per_node,
+        "pending_node_taint": args.pending_node_taint,
         "benchmark": "cycle",
         "version": __version__,
         "python": platform.python_version(),
@@ -363,6 +500,26 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "manager_peak_rss_mib": with_taint["manager_peak_rss_mib"],
         "runs": runs,
     }
+
+
+async def _server_version(ground: Ground) -> str:
+    from nodeops.sim.attach.kubeconfig import load_target
+
+    assert ground.kubeconfig is not None
+    target = load_target(ground.kubeconfig, ground.context)
+    async with Client(
+        target.server, token=target.token, ssl_context=target.ssl_context, qps=0
+    ) as client:
+        return await attached_world.server_version(client)
+
+
+def _controllers(text: str) -> frozenset[str]:
+    from nodeops.sim.attach import AttachError, parse_controllers
+
+    try:
+        return parse_controllers(text)
+    except AttachError as exc:
+        raise argparse.ArgumentTypeError(f"--sim-controllers: {exc}") from None
 
 
 def _nodes_at(text: str) -> tuple[int, int]:
@@ -403,6 +560,14 @@ def main(argv: list[str] | None = None) -> int:
         "FILE (its CPU figures then include the profiler's cost)",
     )
     parser.add_argument(
+        "--pending-node-taint",
+        choices=["PreferNoSchedule", "NoSchedule"],
+        default="PreferNoSchedule",
+        help="the taint of the first roll on nodes still to be replaced (default "
+        "PreferNoSchedule; NoSchedule keeps every scheduler off them, where a scheduler that "
+        "weighs a preference against other scores puts some pods there anyway)",
+    )
+    parser.add_argument(
         "--taint-only",
         action="store_true",
         help="skip the second roll (the one without the pending-node taint)",
@@ -420,7 +585,46 @@ def main(argv: list[str] | None = None) -> int:
         choices=["debug", "info", "warning"],
         help="with --manager-logs; debug adds each reconcile's duration and each wait's reason",
     )
+    parser.add_argument(
+        "--kubeconfig",
+        default=None,
+        help="roll on this cluster instead of the simulator: the simulator's kubelets and "
+        "clouds attach to its API server (`nodeops sim attach`), its own control plane "
+        "schedules, runs the ReplicaSets and the disruption budgets, and everything attached "
+        "is removed after each roll",
+    )
+    parser.add_argument("--context", default=None, help="with --kubeconfig: its context")
+    parser.add_argument(
+        "--sim-controllers",
+        type=_controllers,
+        default=frozenset(),
+        metavar="LIST",
+        help="with --kubeconfig: the simulator's control-plane loops to run there too, as "
+        "`nodeops sim attach --controllers` (default none: the cluster's kube-controller-manager "
+        "and kube-scheduler do that work)",
+    )
+    parser.add_argument(
+        "--strip-new-crd-fields",
+        action="store_true",
+        help="with --kubeconfig, for API servers older than 1.28: install the CRDs without the "
+        "validation rules' fieldPath and reason, which those servers refuse",
+    )
+    parser.add_argument(
+        "--pods-per-node",
+        type=float,
+        default=2.0,
+        help="workload pods per node (default 2; fewer for a small machine carrying a real "
+        "control plane)",
+    )
     args = parser.parse_args(argv)
+    if args.kubeconfig is None:
+        for flag in ("context", "strip_new_crd_fields"):
+            if getattr(args, flag):
+                parser.error(f"--{flag.replace('_', '-')} needs --kubeconfig")
+        if args.sim_controllers:
+            parser.error("--sim-controllers needs --kubeconfig")
+    if args.pods_per_node <= 0:
+        parser.error("--pods-per-node must be positive")
     from nodeops.kube.logging import configure
 
     configure("warning", "console")

@@ -1,6 +1,7 @@
 """`nodeops drain` against `kubectl drain`: wall time and API requests on the simulator.
 
     python -m bench.drain --json [--quick] [--pods 110] [--repeats 3] [--start-seconds 1]
+    python -m bench.drain --json --kubeconfig K ...   # on a cluster of one's own: bench/external.py
 
 One node (`node-0`) carries every pod of a ReplicaSet (110 by default, a node's pod capacity);
 the other nodes take the replacements. Three scenarios:
@@ -43,6 +44,7 @@ import multiprocessing as mp
 import os
 import platform
 import shutil
+import ssl
 import statistics
 import subprocess
 import sys
@@ -158,22 +160,42 @@ class SimProcess:
 class Api:
     """Just enough HTTP for preparing and checking a cluster, with the harness's user agent."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        namespace: str = NAMESPACE,
+        ssl_context: ssl.SSLContext | None = None,
+        token: str | None = None,
+    ) -> None:
         self.url = url
+        self.namespace = namespace
+        self.ssl_context = ssl_context
+        self.token = token
 
-    def call(self, method: str, path: str, body: Obj | None = None, ctype: str = "") -> Obj:
+    def open(
+        self, method: str, path: str, body: Obj | None = None, ctype: str = "", timeout: float = 30
+    ) -> Any:
+        """The response, unread: a watch is read line by line as it arrives."""
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.url + path, data=data, method=method)
         req.add_header("User-Agent", BENCH_AGENT)
+        if self.token:
+            req.add_header("Authorization", f"Bearer {self.token}")
         if data is not None:
             req.add_header("Content-Type", ctype or "application/json")
-        with urllib.request.urlopen(req, timeout=30) as resp:
+        return urllib.request.urlopen(req, timeout=timeout, context=self.ssl_context)
+
+    def call(self, method: str, path: str, body: Obj | None = None, ctype: str = "") -> Obj:
+        with self.open(method, path, body, ctype) as resp:
             payload = resp.read()
         return json.loads(payload) if payload else {}
 
     def pods(self, **query: str) -> list[Obj]:
         qs = urllib.parse.urlencode(query)
-        items: list[Obj] = self.call("GET", f"/api/v1/namespaces/{NAMESPACE}/pods?{qs}")["items"]
+        items: list[Obj] = self.call("GET", f"/api/v1/namespaces/{self.namespace}/pods?{qs}")[
+            "items"
+        ]
         return items
 
     def set_unschedulable(self, node: str, value: bool) -> None:
@@ -195,37 +217,47 @@ def _running(pod: Obj) -> bool:
     )
 
 
-def _replicaset(pods: int, start_seconds: float | None = None) -> Obj:
+def _replicaset(
+    pods: int,
+    start_seconds: float | None = None,
+    *,
+    namespace: str = NAMESPACE,
+    labels: dict[str, str] | None = None,
+    node_selector: dict[str, str] | None = None,
+) -> Obj:
     """The workload; with `start_seconds`, pods start (and are Ready) that long after binding
-    and stop at once (grace 0), for the kubelet that is not instant."""
-    meta: Obj = {"labels": {"app": APP}}
+    and stop at once (grace 0), for the kubelet that is not instant. `labels` go on the
+    ReplicaSet and its pods besides `app`, `node_selector` keeps the pods on chosen nodes."""
+    meta: Obj = {"labels": {**(labels or {}), "app": APP}}
     grace = 30
     if start_seconds is not None:
         meta["annotations"] = {START_SECONDS: f"{start_seconds:g}"}
         grace = 0
+    pod_spec: Obj = {
+        "terminationGracePeriodSeconds": grace,
+        "containers": [{"name": "c", "image": "nginx:1.27"}],
+    }
+    if node_selector:
+        pod_spec["nodeSelector"] = dict(node_selector)
     return {
         "apiVersion": "apps/v1",
         "kind": "ReplicaSet",
-        "metadata": {"name": APP, "namespace": NAMESPACE},
+        "metadata": {"name": APP, "namespace": namespace, "labels": dict(labels or {})},
         "spec": {
             "replicas": pods,
             "selector": {"matchLabels": {"app": APP}},
-            "template": {
-                "metadata": meta,
-                "spec": {
-                    "terminationGracePeriodSeconds": grace,
-                    "containers": [{"name": "c", "image": "nginx:1.27"}],
-                },
-            },
+            "template": {"metadata": meta, "spec": pod_spec},
         },
     }
 
 
-def _pdb(max_unavailable: int) -> Obj:
+def _pdb(
+    max_unavailable: int, *, namespace: str = NAMESPACE, labels: dict[str, str] | None = None
+) -> Obj:
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
-        "metadata": {"name": APP, "namespace": NAMESPACE},
+        "metadata": {"name": APP, "namespace": namespace, "labels": dict(labels or {})},
         "spec": {"maxUnavailable": max_unavailable, "selector": {"matchLabels": {"app": APP}}},
     }
 
@@ -290,12 +322,14 @@ def end_state(api: Api, pods: int) -> Obj:
 # --------------------------------------------------------------------------- one measured run
 
 
-def _command(tool: str, kubeconfig: Path) -> list[str]:
+def _program(tool: str) -> list[str]:
     if tool == "nodeops":
-        prog = [sys.executable, "-m", "nodeops.cli"]
-    else:
-        prog = [shutil.which("kubectl") or "kubectl"]
-    return [*prog, "drain", TARGET, *DRAIN_ARGS, "--kubeconfig", str(kubeconfig)]
+        return [sys.executable, "-m", "nodeops.cli"]
+    return [shutil.which("kubectl") or "kubectl"]
+
+
+def _command(tool: str, kubeconfig: Path, node: str = TARGET) -> list[str]:
+    return [*_program(tool), "drain", node, *DRAIN_ARGS, "--kubeconfig", str(kubeconfig)]
 
 
 def _by_verb(pairs: dict[str, Obj]) -> dict[str, int]:
@@ -431,6 +465,11 @@ def main(argv: list[str] | None = None) -> int:
         default=1.0,
         help="pdb_slow_start: seconds from binding until a pod runs and is Ready",
     )
+    parser.add_argument(
+        "--kubeconfig",
+        help="measure on this cluster, the simulator's kubelets attached to it, rather than on "
+        "a simulated cluster per run (see bench/external.py)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON (the only output form)")
     args = parser.parse_args(argv)
     pods = args.pods or (30 if args.quick else 110)
@@ -442,6 +481,12 @@ def main(argv: list[str] | None = None) -> int:
     if pods > 110 or (args.nodes - 1) * 110 < pods:
         print("node-0 holds at most 110 pods, and the others must hold them all", file=sys.stderr)
         return 2
+    if args.kubeconfig:
+        from bench.external import run_external
+
+        return run_external(
+            args.kubeconfig, args.nodes, pods, repeats, scenarios, args.start_seconds
+        )
     started = time.perf_counter()
     results: dict[str, Obj] = {}
     with tempfile.TemporaryDirectory(prefix="drain-bench-") as tmp, SimProcess(args.nodes) as sim:

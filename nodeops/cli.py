@@ -112,7 +112,11 @@ def _run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         description="Run the nodeops controllers. Every flag can also be set with an "
         "environment variable NODEOPS_<FLAG> (e.g. NODEOPS_LEADER_ELECT=true).",
     )
-    run.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube)")
+    run.add_argument(
+        "--kubeconfig",
+        help="kubeconfig file (default: in-cluster, then ~/.kube); an exec plugin (aws eks "
+        "get-token, gke-gcloud-auth-plugin) runs again as its token expires or is refused",
+    )
     run.add_argument("--context", help="kubeconfig context")
     run.add_argument("--namespace", help="namespace of the operator's own objects")
     run.add_argument(

@@ -297,11 +297,14 @@ async def _run(settings: RunSettings, args: Any) -> int:
         print(f"nodeops run: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     try:
-        await client.request("GET", "/version", timeout=10)
+        version = await client.request("GET", "/version", timeout=10)
     except errors.KubeError as exc:
         print(f"nodeops run: API server {client.base_url} unreachable: {exc}", file=sys.stderr)
         await client.close()
         return EXIT_CONFIG
+    older = older_than_supported(version)
+    if older:
+        print(f"nodeops run: warning: {older}", file=sys.stderr)
     election = None
     if settings.leader_elect:
         identity = settings.leader_election_identity or (
@@ -349,6 +352,33 @@ async def _run(settings: RunSettings, args: Any) -> int:
             await context.close_providers()
         finally:
             await client.close()
+
+
+OLDEST_SUPPORTED = (1, 28)
+"""The oldest kube-apiserver the CRDs install on as generated (their validation rules'
+`fieldPath` and `reason` are 1.28's); docs/install.md gives the whole range."""
+
+
+def older_than_supported(version: Any) -> str | None:
+    """What to tell an operator about a server older than nodeops supports, from `/version`.
+
+    A warning, not a refusal: the runtime itself works on older servers (the CRDs are what
+    they refuse), and a cluster installed by hand may carry CRDs edited to fit.
+    """
+    if not isinstance(version, Mapping):
+        return None
+    try:
+        found = (int(str(version.get("major"))), int(str(version.get("minor")).rstrip("+")))
+    except ValueError:
+        return None
+    if found >= OLDEST_SUPPORTED:
+        return None
+    oldest = ".".join(map(str, OLDEST_SUPPORTED))
+    return (
+        f"the API server is Kubernetes {version.get('gitVersion') or '.'.join(map(str, found))}, "
+        f"older than {oldest}, the oldest nodeops supports: its CRDs are refused there "
+        "(see the supported versions in docs/install.md)"
+    )
 
 
 def run_from_args(args: Any) -> int:

@@ -66,6 +66,9 @@ class WorldOptions:
     context: str | None = None
     sim_controllers: frozenset[str] = frozenset()
     """With `kubeconfig`: the simulator's control-plane loops to run there too."""
+    attach_id: str = "demo"
+    """With `kubeconfig`: the attach's id. An attach removes what an earlier one of the same id
+    left (a crash's remains), so two worlds on one cluster need ids of their own."""
 
 
 def api_requests(snapshot: Mapping[str, Any], agent: str = "nodeops") -> int:
@@ -91,7 +94,7 @@ class World:
                 AttachOptions(
                     kubeconfig=options.kubeconfig,
                     context=options.context,
-                    instance="demo",
+                    instance=options.attach_id,
                     scenario=options.scenario,
                     time_scale=options.time_scale,
                     seed=options.seed,
@@ -147,7 +150,11 @@ class World:
         if self.attachment is not None:
             target = self.attachment.target
             return Client(
-                target.server, token=target.token, ssl_context=target.ssl_context, **options
+                target.server,
+                token=target.token,
+                token_source=target.token_source,
+                ssl_context=target.ssl_context,
+                **options,
             )
         return Client(self.sim.server.url, token=self.sim.server.admin_token, **options)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -58,6 +57,12 @@ class Lookups:
     namespaces: dict[str, dict[str, str]] | None = None
 
 
+def _loop_time() -> float:
+    """The running loop's time: its timers measure the drain's waits, so its deadlines must
+    be on the same clock (a loop that skips idle waits moves both together)."""
+    return asyncio.get_running_loop().time()
+
+
 class DrainRun:
     """One drain of one node: a single pass (`step`) or passes until done (`drain`)."""
 
@@ -70,7 +75,7 @@ class DrainRun:
         self.sources = sources
         self.node_name = node_name
         self.started_at = started_at
-        self.started = time.monotonic()
+        self.started = _loop_time()
         timeout = self.options.timeout
         elapsed = (o.now() - started_at).total_seconds()
         self.deadline = self.started + timeout - max(0.0, elapsed) if timeout > 0 else None
@@ -145,7 +150,7 @@ class DrainRun:
             DRAINS.passed(self.controller, self.node_name, self.started_at, None)
 
     def _remaining(self) -> float | None:
-        return None if self.deadline is None else self.deadline - time.monotonic()
+        return None if self.deadline is None else self.deadline - _loop_time()
 
     # ------------------------------------------------------------------ looking
 
@@ -281,7 +286,7 @@ class DrainRun:
 
         Two limits hold at once: `volume_timeout` from when the wait began (remembered by the
         Drainer across passes) and the drain's own `timeout` from its start."""
-        now = time.monotonic()
+        now = _loop_time()
         since = self.d.volumes_since.setdefault(self.node_name, now)
         limits = [] if (remaining := self._remaining()) is None else [remaining]
         if self.options.volume_timeout:
@@ -303,7 +308,7 @@ class DrainRun:
         if self.d.on_warnings is not None:
             self.d.on_warnings(warnings)
         self.d.event(node, NORMAL, "Draining", "Drain", "draining node")
-        started = time.monotonic()
+        started = _loop_time()
         if self.options.dry_run != "none":
             await self._dry_run(classification)
             return self._result(classification, warnings, started)
@@ -359,7 +364,7 @@ class DrainRun:
             deleted=list(self.evicted) if self.options.disable_eviction else [],
             skipped=[d.ref for d in classification.skipped()],
             warnings=warnings,
-            seconds=time.monotonic() - started,
+            seconds=_loop_time() - started,
         )
 
     async def _wait_for(self, awaitable: Any) -> None:

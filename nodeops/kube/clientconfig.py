@@ -55,6 +55,16 @@ class WriteObserver(Protocol):
     async def written(self, resource: Resource, namespace: str | None, result: Any) -> None: ...
 
 
+def exec_plugin_of(loader: Any) -> dict[str, Any] | None:
+    """The `exec` section of the kubeconfig user a kubernetes_asyncio loader chose, if any
+    (the loader keeps the user it resolved, merged kubeconfigs included, as `_user`)."""
+    user = getattr(loader, "_user", None)
+    value = getattr(user, "value", user)
+    if isinstance(value, dict) and isinstance(value.get("exec"), dict):
+        return dict(value["exec"])
+    return None
+
+
 class ClientConnection:
     """The connection state of a client: one aiohttp session, its TLS context and credentials.
 
@@ -116,14 +126,21 @@ class ClientConnection:
         from kubernetes_asyncio import config as kconfig
         from kubernetes_asyncio.client import Configuration
 
+        from nodeops.common.exectoken import ExecTokenSource
+
         cfg = Configuration()
         in_cluster = kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ
         if in_cluster:
             kconfig.load_incluster_config(client_configuration=cfg)
         else:
-            await kconfig.load_kube_config(
+            loader = await kconfig.load_kube_config(
                 config_file=kubeconfig, context=context, client_configuration=cfg
             )
+            # The loader ran an exec plugin once; its token expires (15 minutes on EKS) long
+            # before a manager or a watched roll ends, so the plugin is the token's source.
+            exec_config = exec_plugin_of(loader)
+            if exec_config is not None:
+                kwargs.setdefault("token_source", ExecTokenSource(exec_config))
         host = str(cfg.host or "")
         if not host:
             raise errors.KubeError("the kubeconfig names no API server")
@@ -143,7 +160,8 @@ class ClientConnection:
                 value = await cfg.get_api_key_with_prefix("authorization")
             return value
 
-        return cls(host, token_source=token_source, ssl_context=ssl_context, **kwargs)
+        kwargs.setdefault("token_source", token_source)
+        return cls(host, ssl_context=ssl_context, **kwargs)
 
     async def __aenter__(self) -> Self:
         return self

@@ -90,11 +90,16 @@ class Informer(InformerCache):
                 if isinstance(exc, errors.BadRequest | errors.Invalid) or (
                     isinstance(exc, _NoWatchList) and exc.refused
                 ):
+                    first = not self.client.watch_list_refused
                     self.client.watch_list_refused[self.resource.key] = str(exc)
-                    self._log.warning(
-                        "the API server refuses watch-list; syncing by paginated lists",
-                        error=str(exc),
-                    )
+                    # A server without the feature (kube-apiserver before 1.27, or with the
+                    # WatchList gate off) is a fact about the cluster, not a fault: said once
+                    # per process, not once per resource at every start.
+                    if first:
+                        self._log.info(
+                            "the API server does not serve watch-lists; syncing by paginated lists",
+                            error=str(exc),
+                        )
                 elif isinstance(exc, errors.ApiError):
                     # The server answered the watch-list itself with an error: kube-apiserver
                     # does so (500, in an ERROR event) when its etcd cannot report watch

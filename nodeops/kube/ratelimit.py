@@ -28,6 +28,7 @@ __all__ = [
     "RateLimiter",
     "TokenBucket",
     "default_controller_rate_limiter",
+    "loop_time",
 ]
 
 T = TypeVar("T", bound=Hashable)
@@ -113,6 +114,19 @@ class ItemFastSlowRateLimiter(Generic[T]):
         return self._attempts.get(item, 0)
 
 
+def loop_time() -> float:
+    """The running event loop's time, or the monotonic clock outside one.
+
+    A wait is a timer of the loop, so what it waits for is measured on the loop's clock: on a
+    loop whose clock skips idle waits, a bucket on the monotonic clock would refill in wall
+    time while its waits pass at once, and callers would spin.
+    """
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:
+        return time.monotonic()
+
+
 class TokenBucket:
     """A token bucket of `qps` tokens per second holding at most `burst` tokens.
 
@@ -126,7 +140,7 @@ class TokenBucket:
         qps: float,
         burst: int,
         *,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = loop_time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         if not qps > 0:
@@ -219,7 +233,7 @@ class BucketRateLimiter(Generic[T]):
         qps: float = DEFAULT_QPS,
         burst: int = DEFAULT_BURST,
         *,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = loop_time,
     ) -> None:
         self.bucket = TokenBucket(qps, burst, clock=clock)
 
@@ -257,7 +271,7 @@ class MaxOfRateLimiter(Generic[T]):
 
 
 def default_controller_rate_limiter(
-    *, clock: Callable[[], float] = time.monotonic
+    *, clock: Callable[[], float] = loop_time
 ) -> MaxOfRateLimiter[T]:
     """controller-runtime's classic default: per-item 5 ms..1000 s, overall 10 qps burst 100."""
     return MaxOfRateLimiter(

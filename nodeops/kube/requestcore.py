@@ -71,6 +71,7 @@ class RequestCore(ClientConnection):
         if method == "GET" and retrying:
             retryable = (*_RETRYABLE, errors.RequestTimeout)
         attempt = 0
+        reauthenticated = False
         while True:
             try:
                 return await self._request_once(
@@ -82,6 +83,15 @@ class RequestCore(ClientConnection):
                     timeout=timeout,
                     raw=raw,
                 )
+            except errors.Unauthorized:
+                # A refused token from a source that can fetch another (an exec plugin's,
+                # revoked or expired before it said): once more with a fresh one. The server
+                # refused the request before serving it, so any verb may go again.
+                expire = getattr(self._token_source, "expire", None)
+                if reauthenticated or expire is None:
+                    raise
+                expire()
+                reauthenticated = True
             except retryable as exc:
                 if retrying or (throttled_only and isinstance(exc, errors.TooManyRequests)):
                     delay = self._retry_delay(exc, attempt)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import heapq
 import math
-import time
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Hashable
@@ -40,7 +39,7 @@ from nodeops.kube.metrics import (
     WORKQUEUE_UNFINISHED_WORK,
     WORKQUEUE_WORK_DURATION,
 )
-from nodeops.kube.ratelimit import RateLimiter, default_controller_rate_limiter
+from nodeops.kube.ratelimit import RateLimiter, default_controller_rate_limiter, loop_time
 
 __all__ = [
     "UNFINISHED_WORK_UPDATE_PERIOD",
@@ -75,9 +74,9 @@ class Clock(Protocol):
 
 
 class LoopClock:
-    """Monotonic time and the running event loop's timers."""
+    """The running event loop's time and timers: one clock, whatever that loop's time is."""
 
-    now = staticmethod(time.monotonic)
+    now = staticmethod(loop_time)
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
         return asyncio.get_running_loop().call_later(delay, callback)

@@ -7,6 +7,7 @@ them), so the timeline is the one the real manager would follow, not the demo's 
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import time
 from collections.abc import Mapping, Sequence
@@ -30,6 +31,7 @@ from nodeops.rehearse.snapshot import Snapshot
 from nodeops.rehearse.timings import Workloads, boot_seconds_from_history, pod_start_seconds
 from nodeops.rehearse.watch import RollRecorder
 from nodeops.sim.scenario import Scenario
+from nodeops.sim.warp import WarpLoop, run_apart
 
 __all__ = [
     "OPERATOR_DEFAULTS",
@@ -62,8 +64,18 @@ class RehearseError(Exception):
 @dataclass
 class RehearsalOptions:
     time_scale: float = 20.0
-    """Simulated seconds per wall second. Too fast for the machine and the simulator lags its
-    clock, which lengthens the prediction; the report gives the lag."""
+    """Simulated seconds per second of the copy's loop. With `warp` and work that takes no
+    time, it only converts the operator's own waits in seconds (request timeouts, backoffs)
+    into simulated time; otherwise, too fast for the machine, the simulator lags its clock,
+    which lengthens the prediction."""
+    warp: bool = True
+    """Skip the copy's idle waits (`nodeops.sim.warp`): its loop's clock jumps to the next
+    timer whenever nothing else is left to do, so wall time is the work's, not the waits'."""
+    work_takes_time: bool = False
+    """With `warp`: True, the copy's work (API calls, reconciles) takes the wall time it takes
+    on this machine, times `time_scale`; False, it takes none and only the waits count, so the
+    prediction does not depend on how fast or how busy the machine is (a live roll's API calls
+    and reconciles are short beside the waits for boots, starts and budgets)."""
     boot_seconds: float = 60.0
     """An instance's boot when no past roll recorded one."""
     pod_start_seconds: float | None = None
@@ -138,8 +150,24 @@ class Rehearsal:
         self, requests: Sequence[Mapping[str, Any]], nodegroup_of: Mapping[str, str]
     ) -> Report:
         """Roll `requests` (CycleNodeRequest bodies as `nodeops cycle` would create them) on
-        the copy. `nodegroup_of` maps each body's generateName to its NodeGroup."""
+        the copy. `nodegroup_of` maps each body's generateName to its NodeGroup.
+
+        With `warp` the copy runs on a loop of its own that skips its idle waits, in a thread
+        of its own unless the caller's loop already is such a loop: the copy talks only to
+        itself, while the caller's loop may still be talking to the live cluster, whose
+        answers a skipping clock would time out.
+        """
         self.check_memory()
+        if self.options.warp and not isinstance(asyncio.get_running_loop(), WarpLoop):
+            return await run_apart(
+                lambda: self._roll(requests, nodegroup_of),
+                work_takes_time=self.options.work_takes_time,
+            )
+        return await self._roll(requests, nodegroup_of)
+
+    async def _roll(
+        self, requests: Sequence[Mapping[str, Any]], nodegroup_of: Mapping[str, str]
+    ) -> Report:
         wall_start = time.monotonic()
         cpu_start = time.process_time()
         snapshot, options = self.snapshot, self.options
@@ -195,6 +223,7 @@ class Rehearsal:
             "pod_start_seconds_observed": {k: round(v, 1) for k, v in sorted(observed.items())},
             "pod_start_seconds_default": options.pod_start_seconds,
             "time_scale": options.time_scale,
+            "clock": _clock_mode(),
             "nodes": self.copied.nodes,
             "pods": self.copied.pods,
             "left_out": self.copied.left_out,
@@ -225,6 +254,19 @@ class Rehearsal:
                 f"the simulated copy did not settle: {recorder.ready_pods()} of "
                 f"{want} pods Ready after {self.options.warmup_seconds:g}s"
             )
+
+
+def _clock_mode() -> dict[str, Any]:
+    """How the copy's clock ran: scaled wall time (`scaled`), or skipping idle waits (`warp`:
+    whether the work between them took time, and the loop seconds skipped)."""
+    loop = asyncio.get_running_loop()
+    if isinstance(loop, WarpLoop):
+        return {
+            "mode": "warp",
+            "work_takes_time": loop.work_takes_time,
+            "skipped_loop_seconds": round(loop.skipped_seconds, 1),
+        }
+    return {"mode": "scaled"}
 
 
 NODE_GRACE_SECONDS = 3600.0
@@ -286,7 +328,7 @@ def outcome(
         for name, (total, longest, stalls) in sorted(recorder.budgets().items())
     ]
     for b in blocked:
-        if deadline is not None and b.longest_seconds > deadline:
+        if deadline is not None and b.longest_seconds >= deadline:
             failures.append(
                 f"PodDisruptionBudget {b.budget} would hold a drain for {b.longest_seconds:.0f}s, "
                 f"past the drain deadline of {deadline:.0f}s"

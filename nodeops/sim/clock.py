@@ -3,22 +3,41 @@
 Everything in the simulated cluster (timestamps the server writes, kubelet grace periods, cloud
 boot delays, PDB disrupted-pod expiry) reads this one clock, so a one-hour node roll can run in
 seconds while every timestamp stays mutually consistent.
+
+It reads the running event loop's time, so on a loop that skips idle waits (`nodeops.sim.warp`)
+simulated time skips with it; on an ordinary loop that is the monotonic clock.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 
+def loop_time() -> float:
+    """The running event loop's time, or the monotonic clock outside one (the same clock for
+    an ordinary loop, and the one a time-skipping loop moves)."""
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:
+        return time.monotonic()
+
+
 class Clock:
-    def __init__(self, time_scale: float = 1.0, start: datetime | None = None) -> None:
+    def __init__(
+        self,
+        time_scale: float = 1.0,
+        start: datetime | None = None,
+        monotonic: Callable[[], float] = loop_time,
+    ) -> None:
         if time_scale <= 0:
             raise ValueError("time_scale must be > 0")
         self.time_scale = time_scale
         self._start_sim = start or datetime.now(UTC)
-        self._start_mono = time.monotonic()
+        self._monotonic = monotonic
+        self._start_mono = monotonic()
 
     @property
     def origin(self) -> datetime:
@@ -26,7 +45,7 @@ class Clock:
         return self._start_sim
 
     def now(self) -> datetime:
-        elapsed = (time.monotonic() - self._start_mono) * self.time_scale
+        elapsed = (self._monotonic() - self._start_mono) * self.time_scale
         return self._start_sim + timedelta(seconds=elapsed)
 
     def timestamp(self) -> str:

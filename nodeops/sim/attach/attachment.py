@@ -203,6 +203,7 @@ class Attachment:
             instance=self.instance,
             component=component,
             ssl_context=self.target.ssl_context,
+            token_source=self.target.token_source,
         )
 
     # -- what it will create ----------------------------------------------------------------------

@@ -18,7 +18,15 @@ from collections.abc import Sequence
 from typing import Final
 
 from nodeops.sim.attach.labels import selector
-from nodeops.sim.cluster.apiclient import ApiClient, Conflict, Forbidden, NotFound, Resource
+from nodeops.sim.cluster.apiclient import (
+    ApiClient,
+    Conflict,
+    Forbidden,
+    Invalid,
+    NotFound,
+    Obj,
+    Resource,
+)
 from nodeops.sim.cluster.discovery import deletable_resources
 
 __all__ = ["remove_labelled"]
@@ -50,7 +58,7 @@ async def remove_labelled(
         for obj in listed.items:
             meta = obj.get("metadata") or {}
             with contextlib.suppress(NotFound, Conflict):
-                await client.delete(
+                left = await client.delete(
                     resource,
                     str(meta["name"]),
                     meta.get("namespace"),
@@ -59,4 +67,29 @@ async def remove_labelled(
                     propagation_policy="Background",
                 )
                 removed[resource.key] += 1
+                await _release(client, resource, left)
     return removed
+
+
+async def _release(client: ApiClient, resource: Resource, left: Obj) -> None:
+    """Drop the finalizers of an object of ours that its deletion left Terminating.
+
+    A finalizer is a promise by a controller to clean up first. On what an attach created, the
+    controller that made the promise (an operator tried against the attached nodes) has usually
+    stopped by now, and what it would clean up goes in this same pass; kept, the finalizer would
+    hold the object, its namespace and its CustomResourceDefinition Terminating for ever. The
+    uid test makes sure the object released is the one deleted.
+    """
+    meta = left.get("metadata")
+    if not isinstance(meta, dict) or not meta.get("deletionTimestamp"):
+        return
+    if not meta.get("finalizers"):
+        return
+    patch = [
+        {"op": "test", "path": "/metadata/uid", "value": meta.get("uid")},
+        {"op": "remove", "path": "/metadata/finalizers"},
+    ]
+    with contextlib.suppress(NotFound, Conflict, Invalid):
+        await client.patch(
+            resource, str(meta["name"]), patch, meta.get("namespace"), patch_type="json"
+        )

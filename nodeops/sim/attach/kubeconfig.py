@@ -20,6 +20,8 @@ from typing import Any
 
 import yaml
 
+from nodeops.common.exectoken import ExecTokenSource
+
 __all__ = ["AttachError", "Target", "load_target"]
 
 
@@ -35,6 +37,8 @@ class Target:
     token: str | None
     ssl_context: ssl.SSLContext | None
     context: str
+    token_source: ExecTokenSource | None = None
+    """The kubeconfig user's exec plugin (cloud clusters' short-lived tokens), if it has one."""
 
 
 def _named(entries: Any, name: str, what: str, source: Path) -> Mapping[str, Any]:
@@ -111,12 +115,15 @@ def load_target(path: str | os.PathLike[str], context: str | None = None) -> Tar
     server = str(cluster.get("server") or "").rstrip("/")
     if not server.startswith(("http://", "https://")):
         raise AttachError(f"{source}: cluster {ctx.get('cluster')!r} has no http(s) server")
-    for plugin in ("exec", "auth-provider"):
-        if user.get(plugin):
-            raise AttachError(
-                f"{source}: the user of context {name!r} authenticates through an {plugin} "
-                "plugin, which attach does not run; use a token or a client certificate"
-            )
+    if user.get("auth-provider"):
+        raise AttachError(
+            f"{source}: the user of context {name!r} authenticates through an auth-provider "
+            "plugin (removed from kubectl in 1.26); use an exec plugin, a token or a client "
+            "certificate"
+        )
+    exec_config = user.get("exec")
+    if exec_config is not None and not isinstance(exec_config, Mapping):
+        raise AttachError(f"{source}: the exec section of user {ctx['user']!r} is not a mapping")
     base = source.parent
     token = user.get("token")
     if not token and user.get("tokenFile"):
@@ -129,5 +136,9 @@ def load_target(path: str | os.PathLike[str], context: str | None = None) -> Tar
     except (OSError, ssl.SSLError, ValueError) as exc:
         raise AttachError(f"{source}: bad TLS material: {exc}") from None
     return Target(
-        server=server, token=str(token) if token else None, ssl_context=ssl_context, context=name
+        server=server,
+        token=str(token) if token else None,
+        ssl_context=ssl_context,
+        context=name,
+        token_source=ExecTokenSource(dict(exec_config)) if exec_config else None,
     )

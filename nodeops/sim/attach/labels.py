@@ -12,7 +12,7 @@ import ssl
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from nodeops.sim.cluster.apiclient import ApiClient, Obj, Resource
+from nodeops.sim.cluster.apiclient import ApiClient, Obj, Resource, TokenSource
 
 __all__ = ["ATTACH_LABEL", "LabellingClient", "labelled", "owned_by", "selector"]
 
@@ -62,8 +62,15 @@ class LabellingClient(ApiClient):
         instance: str,
         component: str,
         ssl_context: ssl.SSLContext | None = None,
+        token_source: TokenSource | None = None,
     ) -> None:
-        super().__init__(base_url, token, component=component, ssl_context=ssl_context)
+        super().__init__(
+            base_url,
+            token,
+            component=component,
+            ssl_context=ssl_context,
+            token_source=token_source,
+        )
         self.instance = instance
 
     async def create(

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import random
 import ssl
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -86,6 +86,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
+TokenSource = Callable[[], Awaitable[str | None]]
 PatchType = Literal["merge", "strategic", "json"]
 
 _PATCH_CONTENT_TYPES: dict[str, str] = {
@@ -254,6 +255,7 @@ class _Stream:
         resp = await session.get(
             self._client.base_url + self._path,
             params=self._params,
+            headers=await self._client.auth_headers(),
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=None),
         )
         if resp.status >= 400:
@@ -290,6 +292,7 @@ class ApiClient:
         ca_pem: bytes | None = None,
         ssl_context: ssl.SSLContext | None = None,
         time_scale: float = 1.0,
+        token_source: TokenSource | None = None,
     ) -> None:
         """`time_scale` is the simulated clock's, for loops that live on it: the Retry-After of
         a 429 is waited in the cluster's seconds, as a kubelet at real speed waits it (a second
@@ -308,6 +311,9 @@ class ApiClient:
         )
         self.component = component
         self._token = token
+        # A kubeconfig's exec plugin (an attached cloud cluster's credentials): asked for the
+        # token at each request, so a short-lived one is replaced as it expires.
+        self._token_source = token_source
         self._max_connections = max_connections
         self._timeout = aiohttp.ClientTimeout(total=request_timeout)
         self._throttle_retries = throttle_retries
@@ -317,7 +323,7 @@ class ApiClient:
     def session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             headers = {"User-Agent": f"nodeops-sim/{self.component}", "Accept": "application/json"}
-            if self._token:
+            if self._token and self._token_source is None:
                 headers["Authorization"] = f"Bearer {self._token}"
             self._session = aiohttp.ClientSession(
                 headers=headers,
@@ -340,6 +346,14 @@ class ApiClient:
     def stream(self, path: str, params: dict[str, str]) -> _Stream:
         return _Stream(self, path, params)
 
+    async def auth_headers(self) -> dict[str, str] | None:
+        """The Authorization header of a token source's current token (a fixed token rides in
+        the session's headers)."""
+        if self._token_source is None:
+            return None
+        token = await self._token_source()
+        return {"Authorization": f"Bearer {token}"} if token else None
+
     async def request(
         self,
         method: str,
@@ -357,6 +371,9 @@ class ApiClient:
         headers = {"Content-Type": content_type} if data is not None else None
         attempt = 0
         while True:
+            auth = await self.auth_headers()
+            if auth:
+                headers = {**(headers or {}), **auth}
             async with self.session.request(
                 method,
                 self.base_url + path,

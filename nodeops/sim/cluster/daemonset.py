@@ -314,10 +314,20 @@ class DaemonSetController(OwnerController):
         self._revisions: set[tuple[str, str]] = set()
 
     def _on_node(self, old: Obj | None, new: Obj | None) -> None:
+        """A node added or removed concerns every DaemonSet; a node whose labels or taints
+        changed only those whose pods it now should, or should no longer, run (as kube's
+        controller does): a roll cordons and taints every node, and replanning every
+        DaemonSet over every node for each of those would cost O(nodes) per node."""
         if old is not None and new is not None and _node_signature(old) == _node_signature(new):
             return
-        for key in self.owners.store:
-            self.queue.add(key)
+        for key in list(self.owners.store):
+            if old is None or new is None:
+                self.queue.add(key)
+                continue
+            ds = self.owners.store.get(key) or {}
+            spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
+            if node_should_run(spec, old) != node_should_run(spec, new):
+                self.queue.add(key)
 
     async def reconcile(self, key: Key) -> float | None:
         ds = self.owners.store.get(key)

@@ -11,12 +11,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodeops.sim.clock import Clock
+from nodeops.sim.clock import Clock, loop_time
 from nodeops.sim.cluster.apiclient import PODS, ApiClient, NotFound, Obj, Resource
 from nodeops.sim.cluster.informer import Key, key_of
 from nodeops.sim.cluster.podstatus import pod_ready
@@ -148,7 +147,7 @@ def int_or_percent(value: Any, total: int, *, round_up: bool, default: int | str
 class _Pending:
     adds: int = 0
     deletes: set[Key] = field(default_factory=set)
-    since: float = field(default_factory=time.monotonic)
+    since: float = field(default_factory=loop_time)
 
 
 class Expectations:
@@ -162,7 +161,7 @@ class Expectations:
         p = self._pending.setdefault(owner, _Pending())
         p.adds += adds
         p.deletes.update(deletes)
-        p.since = time.monotonic()
+        p.since = loop_time()
 
     def added(self, owner: str) -> None:
         p = self._pending.get(owner)
@@ -180,7 +179,7 @@ class Expectations:
         p = self._pending.get(owner)
         if p is None:
             return True
-        if time.monotonic() - p.since > self._ttl:
+        if loop_time() - p.since > self._ttl:
             log.debug("expectations of %s expired: %s adds, %s deletes", owner, p.adds, p.deletes)
             del self._pending[owner]
             return True

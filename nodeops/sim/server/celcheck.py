@@ -230,7 +230,7 @@ def parse(text: str) -> tuple[lark.Tree | None, list[Issue]]:
     """Parse, or the syntax error as cel-go's ANTLR parser words it."""
     parser = CELParser()
     try:
-        return parser.parse(text), []
+        return _qualify(parser.parse(text)), []
     except CELParseError as exc:
         cause = exc.__context__
         offset = len(text)
@@ -248,6 +248,46 @@ def parse(text: str) -> tuple[lark.Tree | None, list[Issue]]:
             elif not _wants_expression(cause):
                 message = "Syntax error: mismatched input '<EOF>' expecting <EOF>"
         return None, [Issue(offset, message)]
+
+
+_QUALIFIED = frozenset(name for name in cellib.DECLS if "." in name)
+
+
+def _qualify(tree: lark.Tree) -> lark.Tree:
+    """cel-go resolves `format.dns1123Label()` and `ip.isCanonical(s)` to the functions of those
+    dotted names before it looks for a variable `format` or `ip`: rewrite such member calls into
+    calls of the dotted name, which both the checker and cel-python then see as global calls."""
+    found = [n for n in tree.iter_subtrees() if n.data == "member_dot_arg"]
+    for node in found:
+        target, method = node.children[0], node.children[1]
+        assert isinstance(method, lark.Token)
+        ident = _ident_token(target)
+        if ident is None or f"{ident}.{method}" not in _QUALIFIED:
+            continue
+        name = lark.Token(
+            "IDENT",
+            f"{ident}.{method}",
+            start_pos=ident.start_pos,
+            line=ident.line,
+            column=ident.column,
+            end_pos=method.end_pos,
+        )
+        call = lark.Tree("ident_arg", [name, *node.children[2:]], node.meta)
+        node.data = "primary"
+        node.children = [call]
+    return tree
+
+
+def _ident_token(expr: Any) -> lark.Token | None:
+    node = expr
+    while isinstance(node, lark.Tree) and node.data in ("member", "primary"):
+        if len(node.children) != 1:
+            return None
+        node = node.children[0]
+    if isinstance(node, lark.Tree) and node.data == "ident":
+        tok = node.children[0]
+        return tok if isinstance(tok, lark.Token) else None
+    return None
 
 
 def _wants_expression(exc: lark.exceptions.UnexpectedToken) -> bool:
@@ -423,6 +463,11 @@ class _Checker:
             self._has_target(args[0])
             return BOOL
         types = [self.visit(a) for a in args]
+        declared = _resolve(name, None, types)
+        if declared is not None:
+            return declared
+        if name in cellib.DECLS and (name not in cellib.GLOBALS or _library_args(types)):
+            return self.error(paren, _no_overload(name, types))
         if name not in cellib.GLOBALS:
             return self.error(paren, f"undeclared reference to '{name}' (in container '')")
         return _global_result(name, types)
@@ -463,9 +508,16 @@ class _Checker:
                 return target if target.name == "list" else UNKNOWN
             return BOOL
         types = [self.visit(a) for a in args]
+        declared = _resolve(name, target, types)
+        if declared is not None:
+            return declared
         receivers = cellib.METHODS.get(name)
+        if receivers is None and name in cellib.DECLS:
+            return self.error(paren, _no_overload(name, [target, *types], instance=True))
         if receivers is None:
             return self.error(paren, f"undeclared reference to '{name}' (in container '')")
+        if _known(target) and target.name in _LIBRARY_TYPES:
+            return self.error(paren, _no_overload(name, [target, *types], instance=True))
         if _known(target) and target.name != "dyn" and target.name not in receivers:
             return self.error(paren, _no_overload(name, [target, *types], instance=True))
         return _method_result(name, target, types)
@@ -618,6 +670,48 @@ def _binary_result(op: str, left: DeclType, right: DeclType) -> DeclType | None:
     if op == "%":
         return left if ln == rn and ln in ("int", "uint") else None
     return UNKNOWN
+
+
+_LIBRARY_TYPES = frozenset(
+    o.result for overloads in cellib.DECLS.values() for o in overloads if "." in o.result
+)
+
+
+def _library_args(args: list[DeclType]) -> bool:
+    return any(a.name in _LIBRARY_TYPES for a in args)
+
+
+def _type_of(spec: str) -> DeclType:
+    """A DeclType from an overload's type name: `optional(list(string))` and the like."""
+    for kind in ("optional", "list"):
+        if spec.startswith(kind + "(") and spec.endswith(")"):
+            return DeclType(kind, elem=_type_of(spec[len(kind) + 1 : -1]))
+    return DeclType(spec)
+
+
+def _accepts(spec: str, t: DeclType) -> bool:
+    return not _known(t) or t.name == "dyn" or t.name == spec
+
+
+def _resolve(name: str, target: DeclType | None, args: list[DeclType]) -> DeclType | None:
+    """The result type of a call the libraries' overloads accept; UNKNOWN when more than one
+    could match an argument of unknown type; None when none of them takes these arguments."""
+    overloads = cellib.DECLS.get(name, ())
+    matches = [
+        o
+        for o in overloads
+        if (o.receiver is None) == (target is None)
+        and len(o.args) == len(args)
+        and (target is None or o.receiver is None or _accepts(o.receiver, target))
+        and all(_accepts(spec, a) for spec, a in zip(o.args, args, strict=True))
+    ]
+    if target is not None and matches and not (_known(target) and target.name != "dyn"):
+        if name in cellib.METHODS:
+            return None  # a dyn receiver: the string/list methods may be meant
+    if not matches:
+        return None
+    results = {o.result for o in matches}
+    return _type_of(results.pop()) if len(results) == 1 else UNKNOWN
 
 
 def _global_result(name: str, args: list[DeclType]) -> DeclType:

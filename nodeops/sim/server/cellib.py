@@ -6,18 +6,22 @@ has only standard CEL, so the functions rules commonly call are supplied here un
 cel-python calls a receiver-style function with the receiver first, and one name serves every
 receiver type, so each function dispatches on its argument types the way cel-go's overloads do;
 an argument no overload accepts raises TypeError, which cel-python reports as "no such overload".
+The quantity, IP/CIDR, semver and format libraries live in their own modules (`cellib_*`) and
+declare their overloads (`DECLS`) for the checker; this module merges them into one table.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 from celpy import celtypes
 
-CelFunction = Callable[..., Any]
+from nodeops.sim.server import cellib_format, cellib_net, cellib_quantity, cellib_semver
+from nodeops.sim.server.cellib_types import CelFunction, Optional, Overload, int_arg, string_arg
+
+__all__ = ["DECLS", "FUNCTIONS", "GLOBALS", "METHODS", "Optional", "Overload"]
 
 # The names the library adds, with the receiver types (CEL type names) each accepts; "" marks a
 # function that is also (or only) called globally. The checker uses this to report kube's
@@ -86,35 +90,12 @@ GLOBALS: frozenset[str] = frozenset(
 )
 
 
-class Optional:
-    """cel-go's optional value: `oldSelf` of an `optionalOldSelf` rule is one."""
-
-    __slots__ = ("val",)
-
-    def __init__(self, val: Any = None) -> None:
-        self.val = val
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Optional) and other.val == self.val
-
-    def __hash__(self) -> int:
-        return hash(self.val)
-
-
 class Url(str):
     """A parsed URL as the Kubernetes URL library returns from `url()`."""
 
 
-def _string(value: Any) -> str:
-    if not isinstance(value, str):
-        raise TypeError("no such overload")
-    return value
-
-
-def _int(value: Any) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError("no such overload")
-    return int(value)
+_string = string_arg
+_int = int_arg
 
 
 def char_at(s: Any, i: Any) -> celtypes.StringType:
@@ -330,6 +311,38 @@ def dyn(v: Any) -> Any:
     return v
 
 
+def _ordered(a: Any, b: Any) -> int:
+    """compareTo of two quantities or two semvers; any other pair has no overload."""
+    if isinstance(a, cellib_quantity.Quantity) and isinstance(b, cellib_quantity.Quantity):
+        return cellib_quantity.compare(a, b)
+    if isinstance(a, cellib_semver.Semver) and isinstance(b, cellib_semver.Semver):
+        return a.compare(b)
+    raise TypeError("no such overload")
+
+
+def is_greater_than(a: Any, b: Any) -> celtypes.BoolType:
+    return celtypes.BoolType(_ordered(a, b) == 1)
+
+
+def is_less_than(a: Any, b: Any) -> celtypes.BoolType:
+    return celtypes.BoolType(_ordered(a, b) == -1)
+
+
+def compare_to(a: Any, b: Any) -> celtypes.IntType:
+    return celtypes.IntType(_ordered(a, b))
+
+
+def _string_conversion() -> CelFunction:
+    """`string()` of an IP or CIDR, and cel-python's own conversion for everything else."""
+    standard = celtypes.StringType
+
+    def string(v: Any) -> Any:
+        converted = cellib_net.to_string(v)
+        return standard(v) if converted is None else converted
+
+    return string
+
+
 FUNCTIONS: dict[str, CelFunction] = {
     "charAt": char_at,
     "indexOf": index_of,
@@ -358,4 +371,18 @@ FUNCTIONS: dict[str, CelFunction] = {
     "value": value,
     "orValue": or_value,
     "dyn": dyn,
+    "isGreaterThan": is_greater_than,
+    "isLessThan": is_less_than,
+    "compareTo": compare_to,
+    "string": _string_conversion(),
+    **cellib_quantity.FUNCTIONS,
+    **cellib_net.FUNCTIONS,
+    **cellib_semver.FUNCTIONS,
+    **cellib_format.FUNCTIONS,
 }
+
+# Overloads of the libraries that declare them, merged by function name.
+DECLS: dict[str, tuple[Overload, ...]] = {}
+for _lib in (cellib_quantity, cellib_net, cellib_semver, cellib_format):
+    for _name, _overloads in _lib.DECLS.items():
+        DECLS[_name] = DECLS.get(_name, ()) + _overloads

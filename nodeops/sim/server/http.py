@@ -720,8 +720,10 @@ class ApiHttp:
             await resp.write_eof()
             return resp
         self.watchers.add(watcher)
-        deadline = time.monotonic() + timeout
-        next_bookmark = time.monotonic() + self.bookmark_interval
+        # The loop's time, which a time-skipping loop moves: the timers below are its own.
+        clock = asyncio.get_running_loop().time
+        deadline = clock() + timeout
+        next_bookmark = clock() + self.bookmark_interval
         sent = 0
         try:
             if (initial or initial_end is not None) and hold > 0.0:
@@ -736,7 +738,7 @@ class ApiHttp:
             elif initial_end is not None:
                 await out.write(initial_end)
             while not self.shutting_down and not watcher.closed:
-                now = time.monotonic()
+                now = clock()
                 if now >= deadline:
                     break
                 if not watcher.pending:
@@ -768,10 +770,10 @@ class ApiHttp:
                     watcher.mark_sent(upto)
                 if watcher.closed:
                     break
-                if bookmarks and time.monotonic() >= next_bookmark:
+                if bookmarks and clock() >= next_bookmark:
                     if not watcher.pending:
                         await out.write(self._bookmark(rt, store.rv))
-                    next_bookmark = time.monotonic() + self.bookmark_interval
+                    next_bookmark = clock() + self.bookmark_interval
         except (ConnectionResetError, asyncio.CancelledError, EncodeFailed):
             pass
         finally:

@@ -33,7 +33,7 @@ MANIFEST_NAMESPACE = "nodeops-system"
 E2E_LABEL = "nodeops.dev/e2e"
 RBAC_KINDS = ("ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")
 CLUSTER_WIDE = ("ClusterRole", "ClusterRoleBinding")
-REFUSED = re.compile(r"\b403\b|forbidden", re.IGNORECASE)
+REFUSED = re.compile(r"\b403\b|is forbidden:")
 
 
 def rbac_objects(workdir: Path, component: str, namespace: str) -> list[dict[str, Any]]:

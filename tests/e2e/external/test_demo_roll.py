@@ -33,6 +33,18 @@ def test_the_demo_rolls_the_cluster_and_leaves_nothing_behind(kubeconfig: Path) 
     assert summary["requests_failed"] == 0
     assert summary["nodes_lost"] == 0
     assert summary["nodes_cycled"] == summary["nodes_before"]
+    # A namespace goes when the cluster's namespace controller has emptied it: wait for that.
+    gone = kubectl(
+        kubeconfig,
+        "wait",
+        "--for=delete",
+        "nodes,pods,namespaces",
+        "-A",
+        "-l",
+        "nodeops.dev/sim-attach",
+        "--timeout=120s",
+    )
+    assert gone.returncode == 0 or "no matching resources" in gone.stderr, gone.stderr
     left = kubectl(
         kubeconfig,
         "get",

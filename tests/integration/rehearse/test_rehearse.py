@@ -114,6 +114,10 @@ async def test_rehearsal_reads_only_and_predicts_the_roll(tmp_path: Path) -> Non
     report = json.loads(out)
     assert code == 0, report["failures"]
     assert report["ok"] is True
+    # The copy ran on a loop of its own that skipped its idle waits, and its work took no time.
+    clock = report["inputs"]["clock"]
+    assert clock["mode"] == "warp" and clock["work_takes_time"] is False
+    assert clock["skipped_loop_seconds"] > 0
     # The live simulator's own loops (kubelets, controllers) speak under their own names.
     verbs = set(calls["nodeops"]["by_verb_resource"])
     writes = {p for p in verbs if not p.startswith(("get/", "list/", "watch/"))}

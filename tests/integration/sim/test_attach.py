@@ -344,3 +344,31 @@ async def test_a_taken_node_name_is_refused_and_nothing_created(
     _one_line_refusal(code, err, "Node sim-node-1 exists")
     assert writes == []
     assert not (tmp_path / "providers.yaml").exists()
+
+
+async def test_detach_releases_what_a_stopped_operator_left_terminating(
+    bare: SimServer, kubeconfig: Path
+) -> None:
+    """An object of the attach's that carries the finalizer of an operator no longer running
+    (a roll's request after `nodeops demo --kubeconfig`) would stay Terminating for ever, and
+    keep its namespace and CustomResourceDefinition Terminating with it: detach releases it."""
+    labels = {ATTACH_LABEL: "held"}
+    bare.create(
+        for_create(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": "request",
+                    "namespace": "default",
+                    "labels": labels,
+                    "finalizers": ["nodeops.dev/cycle-cleanup"],
+                },
+            }
+        )
+    )
+    code, out, err = await _run("sim", "detach", "--kubeconfig", str(kubeconfig), "--id", "held")
+    assert "removed 1 object" in out, out
+    assert code == 0, err
+    assert stored(bare, "", "configmaps", "default") == []
+    assert labelled_objects(bare) == []

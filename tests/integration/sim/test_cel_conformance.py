@@ -442,6 +442,105 @@ async def test_crd_with_a_rule_that_does_not_compile_is_refused(api: Api) -> Non
     )
 
 
+def _machine_crd(spec_properties: dict[str, Any]) -> dict[str, Any]:
+    crd = copy.deepcopy(TEST_CRD)
+    crd["metadata"]["name"] = "machines.example.com"
+    crd["spec"]["names"] = {
+        "plural": "machines",
+        "singular": "machine",
+        "kind": "Machine",
+        "listKind": "MachineList",
+    }
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"] = {
+        "spec": {"type": "object", "properties": spec_properties}
+    }
+    return crd
+
+
+def _string_with(*rules: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "string", "x-kubernetes-validations": list(rules)}
+
+
+MACHINE_PROPERTIES: dict[str, Any] = {
+    "memory": _string_with(
+        {"rule": "quantity(self).isLessThan(quantity('1Gi'))", "message": "must be below 1Gi"}
+    ),
+    "podCIDR": _string_with(
+        {"rule": "cidr('10.0.0.0/8').containsCIDR(self)", "message": "must be inside 10.0.0.0/8"}
+    ),
+    "address": _string_with({"rule": "ip(self).family() == 4"}),
+    "version": _string_with({"rule": "isSemver(self) && semver(self).minor() >= 30"}),
+    "hostname": _string_with(
+        {
+            "rule": "!format.dns1123Label().validate(self).hasValue()",
+            "messageExpression": "format.dns1123Label().validate(self).value().join(', ')",
+        }
+    ),
+}
+MACHINES = "/apis/example.com/v1/namespaces/default/machines"
+
+
+def _machine(name: str, **spec: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "example.com/v1",
+        "kind": "Machine",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+async def test_quantity_cidr_ip_semver_and_format_libraries(api: Api) -> None:
+    # A call no overload of the libraries takes refuses the CRD, as kube's checker does.
+    rule = "quantity(self).sign() >= 0"
+    status, body = await api.post(CRDS, _machine_crd({"memory": _string_with({"rule": rule})}))
+    assert status == 422, body
+    (cause,) = body["details"]["causes"]
+    assert cause["field"] == (
+        "spec.validation.openAPIV3Schema.properties[spec].properties[memory]"
+        ".x-kubernetes-validations[0].rule"
+    )
+    assert cause["message"].endswith(
+        "compilation failed: ERROR: <input>:1:20: found no matching overload for 'sign' "
+        "applied to 'kubernetes.Quantity.()'\n | " + rule + "\n | " + "." * 19 + "^"
+    )
+
+    status, body = await api.post(CRDS, _machine_crd(MACHINE_PROPERTIES))
+    assert status == 201, body
+    good = {
+        "memory": "512Mi",
+        "podCIDR": "10.244.0.0/16",
+        "address": "10.244.1.7",
+        "version": "1.31.2",
+        "hostname": "node-1",
+    }
+    status, body = await api.post(MACHINES, _machine("m1", **good))
+    assert status == 201, body
+
+    bad = {
+        "memory": "2Gi",
+        "podCIDR": "192.168.0.0/16",
+        "address": "10.244.1.07",
+        "version": "v1.31.2",
+        "hostname": "Node_1",
+    }
+    status, body = await api.post(MACHINES, _machine("m2", **bad))
+    assert status == 422, body
+    causes = {c["field"]: c["message"] for c in body["details"]["causes"]}
+    assert causes == {
+        "spec.memory": 'Invalid value: "2Gi": must be below 1Gi',
+        "spec.podCIDR": 'Invalid value: "192.168.0.0/16": must be inside 10.0.0.0/8',
+        "spec.address": 'Invalid value: "string": IP Address "10.244.1.07" parse error during '
+        'conversion from string: ParseAddr("10.244.1.07"): IPv4 field has octet with leading '
+        "zero evaluating rule: ip(self).family() == 4",
+        "spec.version": 'Invalid value: "v1.31.2": failed rule: isSemver(self) && '
+        "semver(self).minor() >= 30",
+        "spec.hostname": 'Invalid value: "Node_1": a lowercase RFC 1123 label must consist of '
+        "lower case alphanumeric characters or '-', and must start and end with an "
+        "alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+        "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+    }
+
+
 @pytest.mark.kubectl
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 async def test_kubectl_apply_breaking_a_rule(tmp_path: Path) -> None:
