@@ -625,6 +625,13 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--sim-controllers needs --kubeconfig")
     if args.pods_per_node <= 0:
         parser.error("--pods-per-node must be positive")
+    if args.kubeconfig is not None:
+        from nodeops.sim.attach.kubeconfig import AttachError, load_target
+
+        try:
+            load_target(args.kubeconfig, args.context)
+        except AttachError as exc:
+            parser.error(str(exc))
     from nodeops.kube.logging import configure
 
     configure("warning", "console")

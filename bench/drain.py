@@ -472,6 +472,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print JSON (the only output form)")
     args = parser.parse_args(argv)
+    if args.kubeconfig is not None:
+        from nodeops.sim.attach.kubeconfig import AttachError, load_target
+
+        try:
+            load_target(args.kubeconfig, None)
+        except AttachError as exc:
+            parser.error(str(exc))
     pods = args.pods or (30 if args.quick else 110)
     repeats = args.repeats or (1 if args.quick else 3)
     scenarios = args.scenario or list(SCENARIOS)

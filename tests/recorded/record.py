@@ -18,7 +18,7 @@ from typing import Any
 
 import aiohttp
 
-from nodeops.sim.attach.kubeconfig import load_target
+from nodeops.sim.attach.kubeconfig import AttachError, load_target
 from tests.recorded.cases import CASES, normalise, wall_clock
 from tests.recorded.client import Http
 
@@ -54,6 +54,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="default: answers/kube-apiserver-<version>.json")
     parser.add_argument("--case", action="append", default=[], help="only this case (repeatable)")
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.case) - {case.name for case in CASES})
+    if unknown:
+        parser.error(f"--case: no case named {', '.join(map(repr, unknown))}")
+    try:
+        load_target(args.kubeconfig)
+    except AttachError as exc:
+        parser.error(str(exc))
     result = asyncio.run(record(args.kubeconfig, args.case))
     out = Path(args.out or ANSWERS / f"kube-apiserver-{result['server']['gitVersion']}.json")
     if out.exists() and args.case:
