@@ -162,6 +162,9 @@ class Progress(ApiModel):
     """Nodes detached, cordoned or draining right now."""
     failed: NonNegativeInt64 = 0
     """Nodes whose CycleNodeStatus failed."""
+    queued: NonNegativeInt64 = 0
+    """Selected nodes not yet picked for a batch: the nodes labelled
+    `nodeops.dev/selected-by=<request>` that no batch or CycleNodeStatus has taken."""
 
 
 class HealthCheckStatus(ApiModel):
@@ -218,10 +221,19 @@ class CycleNodeRequestStatus(ApiModel):
     """When the request became Successful or Failed."""
     current_nodes: list[CycleNodeRequestNode] | None = None
     """The batch detached from its node groups and not yet handed to CycleNodeStatuses."""
+    selected_by_group: dict[str, NonNegativeInt64] | None = None
+    """Nodes selected for replacement, by cloud node group. The nodes themselves carry the
+    label `nodeops.dev/selected-by=<request>` until they are deleted or put back: a status
+    that listed them would grow with the node group and be read at every event of the roll."""
+    selection_note: str | None = None
+    """What the selection left out that the spec asked for (a selector that selects nothing,
+    named nodes skipped), repeated in the final message."""
     nodes_to_terminate: list[CycleNodeRequestNode] | None = None
-    """Every node selected for replacement."""
+    """Deprecated, no longer written: every node selected, as releases before the selection
+    label recorded it. A request found with it labels its queue and drops the lists."""
     nodes_available: list[CycleNodeRequestNode] | None = None
-    """Selected nodes not yet picked for a batch."""
+    """Deprecated, no longer written: the selected nodes not yet picked for a batch, as
+    releases before the selection label recorded them."""
     scale_up_started: Time | None = None
     """When the current batch was detached: the anchor of the scale-up limit."""
     equilibrium_wait_started: Time | None = None
@@ -230,8 +242,6 @@ class CycleNodeRequestStatus(ApiModel):
     """CycleNodeStatuses still working."""
     thread_timestamp: str | None = None
     """The notification thread of the request."""
-    selected_nodes: dict[str, bool] | None = None
-    """Nodes already announced in notifications."""
     num_nodes_cycled: NonNegativeInt64 = 0
     """Nodes replaced so far."""
     progress: Progress | None = None

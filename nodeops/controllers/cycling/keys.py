@@ -16,6 +16,12 @@ NODE_FINALIZER: Final = "nodeops.dev/cycling"
 NODE_GROUP_ANNOTATION: Final = "nodeops.dev/nodegroup"
 """On a Node: the cloud node group its instance was detached from, for re-attaching it."""
 
+SELECTED_LABEL: Final = "nodeops.dev/selected-by"
+"""On a Node a request selected for replacement: the request's name, from its selection until
+the node is deleted or put back. The labelled nodes not yet in a batch or handed to a
+CycleNodeStatus are the request's queue (`kubectl get nodes -l nodeops.dev/selected-by=NAME`),
+so the request's status keeps counts, not a list that grows with the node group."""
+
 TERMINATE_LABEL: Final = "nodeops.dev/terminate"
 """On a Node handed to a CycleNodeStatus: the name of the request replacing it."""
 

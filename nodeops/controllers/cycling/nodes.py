@@ -20,6 +20,7 @@ from nodeops.controllers.cycling.keys import (
     NODE_FINALIZER,
     NODE_GROUP_ANNOTATION,
     SCALE_DOWN_DISABLED,
+    SELECTED_LABEL,
     TERMINATE_LABEL,
 )
 from nodeops.kube import errors
@@ -37,6 +38,7 @@ __all__ = [
     "mark_for_detach",
     "mark_terminating",
     "remove_scale_down_disabled",
+    "select_for",
     "set_cycle_taint",
 ]
 
@@ -118,13 +120,23 @@ def both(*edits: NodeEdit) -> NodeEdit:
     return edit
 
 
-def mark_terminating(request: str) -> NodeEdit:
+def _label(key: str, value: str) -> NodeEdit:
     def edit(node: Mapping[str, Any]) -> Obj | None:
-        if o.labels(node).get(TERMINATE_LABEL) == request:
+        if o.labels(node).get(key) == value:
             return None
-        return {"metadata": {"labels": {TERMINATE_LABEL: request}}}
+        return {"metadata": {"labels": {key: value}}}
 
     return edit
+
+
+def select_for(request: str) -> NodeEdit:
+    """The selection label: the node is in `request`'s queue."""
+    return _label(SELECTED_LABEL, request)
+
+
+def mark_terminating(request: str) -> NodeEdit:
+    """The terminate label: the node is handed to one of `request`'s CycleNodeStatuses."""
+    return _label(TERMINATE_LABEL, request)
 
 
 def cordon(unschedulable: bool = True) -> NodeEdit:
@@ -160,10 +172,10 @@ def set_cycle_taint(request: str, effect: str | None) -> NodeEdit:
 
 
 def clear_cycle_marks(request: str | None = None) -> NodeEdit:
-    """Put a node back: uncordoned, without our finalizer, annotations, label and taint.
+    """Put a node back: uncordoned, without our finalizer, annotations, labels and taint.
 
-    With `request`, only marks that request left (its taint, its terminate label) count as its
-    own; the finalizer and the origin group are cycling's, whoever set them.
+    With `request`, only marks that request left (its taint, its selection and terminate
+    labels) count as its own; the finalizer and the origin group are cycling's, whoever set them.
     """
 
     def edit(node: Mapping[str, Any]) -> Obj | None:
@@ -173,9 +185,14 @@ def clear_cycle_marks(request: str | None = None) -> NodeEdit:
             patch["metadata"]["finalizers"] = names or None
         if NODE_GROUP_ANNOTATION in o.annotations_of(node):
             patch["metadata"]["annotations"] = {NODE_GROUP_ANNOTATION: None}
-        label = o.labels(node).get(TERMINATE_LABEL)
-        if label is not None and (request is None or label == request):
-            patch["metadata"]["labels"] = {TERMINATE_LABEL: None}
+        labels = {
+            key: None
+            for key in (TERMINATE_LABEL, SELECTED_LABEL)
+            if (value := o.labels(node).get(key)) is not None
+            and (request is None or value == request)
+        }
+        if labels:
+            patch["metadata"]["labels"] = labels
         if (node.get("spec") or {}).get("unschedulable"):
             patch["spec"]["unschedulable"] = None
         taints = _taints(node)

@@ -97,16 +97,15 @@ def roll_state(
     """The view of a roll; the simulation's counters (requests, simulated time) only where
     the roll runs on a simulated cluster that counts them."""
     status = (request or {}).get("status") or {}
-    done = {
-        (c.get("spec") or {}).get("nodeName")
-        for c in children
-        if (c.get("status") or {}).get("phase") == "Successful"
+    done: dict[str, int] = {}
+    for c in children:
+        if (c.get("status") or {}).get("phase") == "Successful":
+            group = str((c.get("spec") or {}).get("nodeGroupName"))
+            done[group] = done.get(group, 0) + 1
+    groups = {
+        str(group): (min(done.get(str(group), 0), int(total)), int(total))
+        for group, total in (status.get("selectedByGroup") or {}).items()
     }
-    groups: dict[str, tuple[int, int]] = {}
-    for entry in status.get("nodesToTerminate") or ():
-        group = str(entry.get("nodeGroupName"))
-        d, t = groups.get(group, (0, 0))
-        groups[group] = (d + (entry.get("name") in done), t + 1)
     return RollState(
         phase=status.get("phase") or "Pending",
         groups=dict(sorted(groups.items())),

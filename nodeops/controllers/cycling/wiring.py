@@ -31,7 +31,10 @@ from nodeops.controllers.cycling.request.indexes import (
     BY_OWNER_MOVES,
     BY_OWNER_STATE,
     BY_PHASE,
+    BY_QUEUED_FOR,
+    BY_SELECTED_FOR,
     BY_STATE,
+    BY_UNTAINTED_FOR,
     annotated_for,
     in_namespace,
     owner_moves,
@@ -39,9 +42,12 @@ from nodeops.controllers.cycling.request.indexes import (
     owner_uid,
     phase,
     phase_of,
+    queued_for,
     requests_of,
+    selected_for,
     spec_node,
     states,
+    untainted_for,
 )
 from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS, CYCLENODESTATUSES, NODEGROUPS
 from nodeops.controllers.cycling.settings import CyclingSettings
@@ -152,7 +158,14 @@ def install(
         },
     )
     nodes = informers.informer(
-        NODES, indexers={BY_PROVIDER_ID: _provider_id, BY_ANNOTATED_FOR: annotated_for}
+        NODES,
+        indexers={
+            BY_PROVIDER_ID: _provider_id,
+            BY_ANNOTATED_FOR: annotated_for,
+            BY_SELECTED_FOR: selected_for,
+            BY_QUEUED_FOR: queued_for,
+            BY_UNTAINTED_FOR: untainted_for,
+        },
     )
     pods = informers.informer(PODS, indexers={BY_NODE: spec_node})
     pdbs = informers.informer(PDBS)

@@ -2,24 +2,48 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import generate_latest
 
-from nodeops.controllers.cycling.keys import CYCLE_TAINT, NODE_FINALIZER
+from nodeops.controllers.cycling.keys import CYCLE_TAINT, NODE_FINALIZER, SELECTED_LABEL
+from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS
 from nodeops.demo.scenario import demo_scenario, group_names
 from nodeops.kube.metrics import REGISTRY
 
-from .harness import children, nodes, request, wait_phase, world
+from .harness import children, nodes, on_write, request, wait_phase, world
 
 
 async def test_a_roll_replaces_every_node() -> None:
     scenario = demo_scenario(4, groups=2, boot_seconds=30, grace_seconds=2)
     async with world(scenario) as w:
         before = {n["metadata"]["name"] for n in await nodes(w)}
+        # The status never lists more nodes than a batch: it is read at every event of the
+        # roll, so what it holds must not grow with the node group.
+        longest: list[int] = []
+        queued: list[int] = []
+
+        def written(_: str, obj: dict[str, Any], __: dict[str, Any] | None) -> None:
+            status = obj.get("status") or {}
+            longest.append(max((len(v) for v in status.values() if isinstance(v, list)), default=0))
+            queued.append(int((status.get("progress") or {}).get("queued") or 0))
+
+        on_write(w, CYCLENODEREQUESTS, written)
         await w.create_request(request("roll", group_names(2), cycleSettings={"concurrency": 2}))
         done = await wait_phase(w, "roll", ("Successful", "Failed"))
         status = done["status"]
+        assert longest and max(longest) <= 2  # the batch (and conditions, fewer than 4)
+        # The queue, counted: four selected, then two left once the first batch is taken.
+        assert [q for i, q in enumerate(queued) if i == 0 or q != queued[i - 1]][-3:] == [4, 2, 0]
         assert status["phase"] == "Successful", status
-        assert status["progress"] == {"total": 4, "cycled": 4, "inProgress": 0, "failed": 0}
+        assert status["progress"] == {
+            "total": 4,
+            "cycled": 4,
+            "inProgress": 0,
+            "failed": 0,
+            "queued": 0,
+        }
+        assert status["selectedByGroup"] == {g: 2 for g in group_names(2)}
         after = await nodes(w)
         assert not before & {n["metadata"]["name"] for n in after}
         assert len(after) == 4
@@ -27,6 +51,7 @@ async def test_a_roll_replaces_every_node() -> None:
             assert not node["spec"].get("unschedulable")
             assert NODE_FINALIZER not in (node["metadata"].get("finalizers") or ())
             assert all(t["key"] != CYCLE_TAINT for t in node["spec"].get("taints") or ())
+            assert SELECTED_LABEL not in node["metadata"].get("labels", {})
         assert [c["status"]["phase"] for c in await children(w, "roll")] == ["Successful"] * 4
         assert w.record.violations == []
         # The metrics say the same.

@@ -16,6 +16,7 @@ from nodeops.controllers.cycling.keys import (
     NODE_FINALIZER,
     NODE_GROUP_ANNOTATION,
     SCALE_DOWN_DISABLED,
+    SELECTED_LABEL,
 )
 from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS, NODEGROUPS
 from nodeops.demo.scenario import group_names
@@ -72,7 +73,8 @@ async def test_named_nodes_with_and_without_skipping_missing_ones() -> None:
             "spec.nodeNames[1]: node 'no-such-node' is not among the selected nodes"
             in (failed["status"]["message"])
         )
-        assert failed["status"].get("nodesToTerminate") is None
+        assert failed["status"]["progress"]["total"] == 0
+        assert not any(SELECTED_LABEL in n["metadata"].get("labels", {}) for n in await nodes(w))
         await w.create_request(
             request(
                 "lenient",
@@ -82,7 +84,8 @@ async def test_named_nodes_with_and_without_skipping_missing_ones() -> None:
             )
         )
         done = await wait_phase(w, "lenient", "Successful")
-        assert [n["name"] for n in done["status"]["nodesToTerminate"]] == [names[0]]
+        assert done["status"]["progress"]["total"] == 1
+        assert [c["spec"]["nodeName"] for c in await children(w, "lenient")] == [names[0]]
         # Not only an Event: the request's status says what it skipped.
         assert done["status"]["message"] == (
             "spec.nodeNames: no-such-node skipped: not among the selected nodes of the node groups"
@@ -427,9 +430,11 @@ async def test_a_request_waits_for_another_cycling_the_same_nodes() -> None:
         await w.create_request(request("second", GROUP, cycleSettings={"concurrency": 1}))
         first = await wait_phase(w, "first", "Successful")
         second = await wait_phase(w, "second", "Successful")
+        assert second["status"]["progress"]["total"] == 2
         # The second selected the replacements the first left, not the same old nodes.
-        old = {n["name"] for n in first["status"]["nodesToTerminate"]}
-        assert not old & {n["name"] for n in second["status"]["nodesToTerminate"]}
+        old = {c["spec"]["nodeName"] for c in await children(w, "first")}
+        assert len(old) == first["status"]["progress"]["total"] == 2
+        assert not old & {c["spec"]["nodeName"] for c in await children(w, "second")}
 
 
 def _pod(name: str, node: str, labels: dict[str, str], annotations: dict[str, str]) -> Any:
@@ -619,3 +624,45 @@ async def test_scale_up_notices_soon_when_the_cloud_lags_behind_ready_nodes() ->
         assert 40 <= took <= 60, took
         done = await wait_phase(w, "lagging", "Successful", timeout=120)
         assert done["status"]["progress"]["cycled"] == 2
+
+
+async def test_a_request_an_earlier_release_listed_its_nodes_in_is_rolled_to_the_end() -> None:
+    """A manager upgraded mid-roll finds the queue in `status.nodesAvailable`, as releases
+    before the selection label kept it: it labels those nodes and rolls them all, not just
+    the batch in flight."""
+    async with world(scenario(3), controllers=False) as w:
+        assert w.client is not None
+        old = sorted(await nodes(w), key=lambda n: n["metadata"]["name"])
+        listed = [
+            {
+                "name": n["metadata"]["name"],
+                "providerId": n["spec"]["providerID"],
+                "nodeGroupName": GROUP[0],
+            }
+            for n in old
+        ]
+        await w.create_request(request("legacy", GROUP, cycleSettings={"concurrency": 1}))
+        await w.client.patch_status(
+            CYCLENODEREQUESTS,
+            "legacy",
+            {
+                "phase": "Initialised",
+                "provider": "sim",
+                "nodeGroups": GROUP,
+                "concurrency": 1,
+                "nodesToTerminate": listed,
+                "nodesAvailable": listed,
+            },
+            NS,
+        )
+        w.start_manager()
+        done = await wait_phase(w, "legacy", ("Successful", "Failed"))
+        assert done["status"]["phase"] == "Successful", done["status"]
+        assert "nodesToTerminate" not in done["status"]
+        assert "nodesAvailable" not in done["status"]
+        assert done["status"]["progress"]["total"] == 3
+        assert done["status"]["selectedByGroup"] == {GROUP[0]: 3}
+        after = await nodes(w)
+        assert not {n["metadata"]["name"] for n in old} & {n["metadata"]["name"] for n in after}
+        assert len(after) == 3
+        assert_clean(after)

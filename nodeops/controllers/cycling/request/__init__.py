@@ -13,10 +13,12 @@ The steps live by concern: `selection` (Pending: which nodes, and the claim on t
 `annotations` (ScalingUp), `health` (every check), `handover` (CordoningNode), `healing`,
 and `cleanup` (Successful, Failed, deleted). What makes each step safe to crash in and repeat:
 
-- Intent before action. A batch's nodes get the finalizer and their origin group before their
-  instances are detached, and the batch is written to `status.currentNodes` (with the phase
-  ScalingUp) before the first detach call; ScalingUp detaches whatever of the batch is still
-  attached, so a crash between the write and the calls loses nothing.
+- Intent before action. The selected nodes are labelled before the status leaves Pending (the
+  queue lives on the nodes, so the status stays the same size whatever the group's). A batch's
+  nodes get the finalizer and their origin group before their instances are detached, and the
+  batch is written to `status.currentNodes` (with the phase ScalingUp) before the first detach
+  call; ScalingUp detaches whatever of the batch is still attached, so a crash between the
+  write and the calls loses nothing.
 - Idempotent children. A CycleNodeStatus has a deterministic name; finding it already there is
   success.
 - Healing touches only nodes no CycleNodeStatus is still working on, and waits for the working

@@ -29,11 +29,11 @@ from nodeops.controllers.cycling.request.env import (
     RequestEnv,
     RequestView,
     Wait,
+    cnr_node,
     each,
     node_dicts,
     status_of,
 )
-from nodeops.controllers.cycling.request.selection import selection_note
 from nodeops.controllers.cycling.status import timestamp
 from nodeops.kube import ReconcileContext, Request, Result
 from nodeops.kube import objects as o
@@ -58,7 +58,7 @@ def concurrency(view: RequestView, spec: CycleNodeRequestSpec) -> int:
     recorded = view.typed.concurrency
     if recorded:
         return recorded
-    return spec.cycle_settings.concurrency_for(len(view.nodes_to_terminate))
+    return spec.cycle_settings.concurrency_for(view.total)
 
 
 async def initialised(
@@ -72,20 +72,12 @@ async def initialised(
     if children.failed:
         raise Heal(children.failure_message(), "NodeFailed")
     current = view.current_nodes
-    # Nodes that are gone before their turn were replaced by someone else: nothing to do.
-    still = []
-    for entry in view.nodes_available:
-        if env.node(entry.name) is None:
-            env.event(
-                view, "Normal", "NodeGone", f"node {entry.name} is gone before its turn; skipped"
-            )
-        else:
-            still.append(entry)
+    # Nodes gone before their turn (replaced by someone else) have left the queue with their
+    # Node: nothing to do for them.
+    still = env.queued(view)
     if not still and not current:
         if children.active:
-            await env.commit_progress(
-                view, children, {"nodesAvailable": None}, phase="WaitingTermination"
-            )
+            await env.commit_progress(view, children, {}, phase="WaitingTermination")
             return None
         return await succeed(env, view, spec, children)
     provider_name, provider, inventory = await env.inventory(request, spec, fresh=True)
@@ -107,11 +99,10 @@ async def initialised(
         picked = {e.name for e in batch}
         changes: Obj = {
             "currentNodes": node_dicts([*current, *batch]),
-            "nodesAvailable": node_dicts(e for e in still if e.name not in picked),
             "scaleUpStarted": timestamp(env.time.now()),
             "annotatedNodes": None,
         }
-        changes.update(env.progress(children, view.typed, changes))
+        changes.update(env.progress(children, view, changes))
         await env.status.commit(
             view,
             changes,
@@ -123,7 +114,7 @@ async def initialised(
     env.cloud.invalidate(provider_name, spec.node_groups)
     # The nodes still to be replaced are tainted while the batch scales up: no pod moves
     # before the replacements are up, and the first batch does not wait for it.
-    await taint_pending(env, view, spec, view.nodes_available)
+    await taint_pending(env, view, spec)
     return None
 
 
@@ -180,17 +171,19 @@ async def _load_balancers_ready(
 def _pick(
     env: RequestEnv,
     view: RequestView,
-    available: Sequence[CycleNodeRequestNode],
+    queue: Sequence[str],
     inventory: Inventory,
     n: int,
 ) -> list[CycleNodeRequestNode]:
-    """Up to `n` nodes that can start: Ready first, their instance in service, not in use."""
+    """Up to `n` nodes of the queue (in name order) that can start: Ready first, their
+    instance in service, not in use. Reads nodes only until `n` Ready ones are found, not the
+    whole queue, which may be the whole node group."""
     if n <= 0:
         return []
     ready: list[CycleNodeRequestNode] = []
     not_ready: list[CycleNodeRequestNode] = []
-    for entry in available:
-        node = env.node(entry.name)
+    for name in queue:
+        node = env.node(name)
         if node is None or o.deletion_timestamp(node) is not None:
             continue
         member = inventory.member(node)
@@ -199,13 +192,16 @@ def _pick(
         label = o.labels(node).get(TERMINATE_LABEL)
         if label is not None and label != view.name:
             continue
-        if env.claimed_elsewhere(view, entry.name):
+        if env.claimed_elsewhere(view, name):
             continue
-        (ready if node_is_ready(node) else not_ready).append(
-            entry.model_copy(update={"node_group_name": member.group})
-        )
+        if node_is_ready(node):
+            ready.append(cnr_node(node, member.group))
+            if len(ready) == n:
+                break
+        elif len(not_ready) < n:
+            not_ready.append(cnr_node(node, member.group))
     # NotReady nodes are replaced too, once no Ready one is left to start with.
-    return (ready or not_ready)[:n]
+    return ready or not_ready
 
 
 async def detach(
@@ -242,22 +238,18 @@ async def detach(
     await each(entries, one)
 
 
-async def taint_pending(
-    env: RequestEnv,
-    view: RequestView,
-    spec: CycleNodeRequestSpec,
-    entries: Sequence[CycleNodeRequestNode],
-) -> None:
+async def taint_pending(env: RequestEnv, view: RequestView, spec: CycleNodeRequestSpec) -> None:
+    """Our taint on every node of the queue that lacks it."""
     effect = spec.cycle_settings.pending_node_taint
     if effect == "Off":
         return
 
-    async def taint(entry: CycleNodeRequestNode) -> None:
-        node = env.node(entry.name)
+    async def taint(name: str) -> None:
+        node = env.node(name)
         if node is not None and o.deletion_timestamp(node) is None:
             await edit_node(env.client, node, set_cycle_taint(view.name, effect))
 
-    await each(entries, taint)
+    await each(env.untainted(view), taint)
 
 
 def _budget_scopes(
@@ -327,8 +319,8 @@ async def waiting_termination(
     if children.failed:
         raise Heal(children.failure_message(), "NodeFailed")
     active = len(children.active)
-    available = view.nodes_available
-    changes = env.progress(children, view.typed, {})
+    available = env.queued(view)
+    changes = env.progress(children, view, {})
     refill = int(concurrency(view, spec) * env.settings.batch_refill)
     if not available and active == 0:
         await remove_annotations(env, view)
@@ -346,13 +338,13 @@ async def succeed(
     env: RequestEnv, view: RequestView, spec: CycleNodeRequestSpec, children: Children
 ) -> Result | None:
     """No node left to replace: Successful, saying what was asked for and not found."""
-    changes = env.progress(children, view.typed, {})
+    changes = env.progress(children, view, {})
     changes["finishedTimestamp"] = timestamp(env.time.now())
     await env.status.commit(
         view,
         changes,
         phase="Successful",
-        message=selection_note(spec, view.nodes_to_terminate),
+        message=view.typed.selection_note or "",
         condition=("Ready", "True", "Successful", f"{changes['numNodesCycled']} nodes replaced"),
     )
     return None

@@ -62,10 +62,8 @@ async def terminal(env: RequestEnv, view: RequestView) -> Result | None:
 
 async def _clean_up_success(env: RequestEnv, view: RequestView) -> None:
     await remove_annotations(env, view)
-    for entry in view.nodes_to_terminate:
-        node = env.node(entry.name)
-        if node is not None:
-            await edit_node(env.client, node, clear_cycle_marks(view.name))
+    for node in env.selected(view):
+        await edit_node(env.client, node, clear_cycle_marks(view.name))
     # Failed requests of the same node groups made before this one no longer block the
     # observer: the groups are healthy again. Cyclops deletes them; they are kept, marked,
     # so their reasons stay where a user looks.

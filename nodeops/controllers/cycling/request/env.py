@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -25,12 +25,16 @@ from nodeops.api.cycling import CycleNodeRequestNode
 from nodeops.controllers.cycling.checks import CheckRunner
 from nodeops.controllers.cycling.cloud import CloudWatcher, Providers
 from nodeops.controllers.cycling.inventory import Inventory, node_ip, provider_id
+from nodeops.controllers.cycling.keys import SELECTED_LABEL
 from nodeops.controllers.cycling.metrics import FAILURES
 from nodeops.controllers.cycling.notify import Notifier
 from nodeops.controllers.cycling.request.indexes import (
     ACTIVE,
     BY_OWNER_STATE,
+    BY_QUEUED_FOR,
+    BY_SELECTED_FOR,
     BY_STATE,
+    BY_UNTAINTED_FOR,
     in_namespace,
     owner_uid,
     phase_of,
@@ -141,12 +145,12 @@ class RequestView(View):
         return list(self.typed.current_nodes or ())
 
     @property
-    def nodes_available(self) -> list[CycleNodeRequestNode]:
-        return list(self.typed.nodes_available or ())
-
-    @property
-    def nodes_to_terminate(self) -> list[CycleNodeRequestNode]:
-        return list(self.typed.nodes_to_terminate or ())
+    def total(self) -> int:
+        """Nodes selected for replacement, as selection recorded it (or, in a status an
+        earlier release wrote, as many as it listed)."""
+        if self.typed.progress is not None:
+            return self.typed.progress.total
+        return len(self.typed.nodes_to_terminate or ())
 
 
 class Children:
@@ -290,16 +294,34 @@ class RequestEnv:
         found = self.nodes.by_index(BY_PROVIDER_ID, pid) if pid else []
         return found[0] if found else None
 
+    def queued(self, view: RequestView, current: Iterable[str] | None = None) -> list[str]:
+        """The names of the nodes still to be replaced: selected by this request, not in the
+        batch (`current`, else the status's), not handed to a CycleNodeStatus. Read from an
+        index, so counting them decodes no node."""
+        batch = set(current) if current is not None else {e.name for e in view.current_nodes}
+        return [k for k in self.nodes.index_keys(BY_QUEUED_FOR, view.name) if k not in batch]
+
+    def untainted(self, view: RequestView) -> list[str]:
+        """The names of the queue's nodes (the batch aside) that lack the request's taint."""
+        batch = {e.name for e in view.current_nodes}
+        return [k for k in self.nodes.index_keys(BY_UNTAINTED_FOR, view.name) if k not in batch]
+
+    def selected(self, view: RequestView) -> list[Obj]:
+        """Every node still labelled as selected by this request, in whatever state."""
+        return self.nodes.by_index(BY_SELECTED_FOR, view.name)
+
     def new_nodes(
         self, view: RequestView, inventory: Inventory, groups: Iterable[str]
     ) -> list[tuple[Obj, str]]:
         """Nodes of the groups' instances that are not being replaced: the replacements (and
         other nodes not selected), with their group."""
-        old = {n.name for n in view.nodes_to_terminate}
+        batch = {e.name for e in view.current_nodes}
         out = []
         for member in inventory.instances(groups):
             node = self.node_by_pid(member.instance.provider_id)
-            if node is not None and o.name(node) not in old:
+            if node is None or o.name(node) in batch:
+                continue
+            if o.labels(node).get(SELECTED_LABEL) != view.name:
                 out.append((node, member.group))
         return out
 
@@ -374,26 +396,36 @@ class RequestEnv:
     # ---------------------------------------------------------------- progress
 
     def progress(
-        self, children: Children, status: CycleNodeRequestStatus, changes: Mapping[str, Any]
+        self,
+        children: Children,
+        view: RequestView,
+        changes: Mapping[str, Any],
+        *,
+        total: int | None = None,
     ) -> Obj:
-        """The progress fields of the status that `changes` makes from `status`."""
-
-        def count(key: str, current: Sequence[Any] | None) -> int:
-            return len(changes[key] or ()) if key in changes else len(current or ())
-
-        total = count("nodesToTerminate", status.nodes_to_terminate)
-        current = count("currentNodes", status.current_nodes)
-        available = count("nodesAvailable", status.nodes_available)
+        """The progress fields of the status that `changes` makes from the view's: counts
+        only. `total` is given once, by the selection; a node gone before its turn counts as
+        cycled, as it is not there to replace any more."""
+        status = view.typed
+        if total is None:
+            total = view.total
+        batch = (
+            [str(e.get("name")) for e in changes["currentNodes"] or ()]
+            if "currentNodes" in changes
+            else [e.name for e in status.current_nodes or ()]
+        )
+        queued = len(self.queued(view, batch))
         pods = changes["podsToMove"] if "podsToMove" in changes else status.pods_to_move
         active, failed = len(children.active), len(children.failed)
-        cycled = max(0, total - available - current - active - failed)
+        cycled = max(0, total - queued - len(batch) - active - failed)
         moves = children.pod_moves()
         out: Obj = {
             "progress": {
                 "total": total,
                 "cycled": cycled,
-                "inProgress": current + active,
+                "inProgress": len(batch) + active,
                 "failed": failed,
+                "queued": queued,
             },
             "numNodesCycled": cycled,
             "activeChildren": active,
@@ -407,5 +439,5 @@ class RequestEnv:
         self, view: RequestView, children: Children, changes: Mapping[str, Any], **kw: Any
     ) -> None:
         merged = dict(changes)
-        merged.update(self.progress(children, view.typed, changes))
+        merged.update(self.progress(children, view, changes))
         await self.status.commit(view, merged, **kw)

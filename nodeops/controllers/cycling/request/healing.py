@@ -19,7 +19,14 @@ from nodeops.controllers.cycling.keys import NODE_GROUP_ANNOTATION
 from nodeops.controllers.cycling.metrics import FAILURES
 from nodeops.controllers.cycling.nodes import clear_cycle_marks, edit_node
 from nodeops.controllers.cycling.request.annotations import remove_annotations
-from nodeops.controllers.cycling.request.env import RequestEnv, RequestView, Wait, phase_of
+from nodeops.controllers.cycling.request.env import (
+    Children,
+    RequestEnv,
+    RequestView,
+    Wait,
+    cnr_node,
+    phase_of,
+)
 from nodeops.controllers.cycling.status import timestamp
 from nodeops.kube import ReconcileContext, Request, Result
 from nodeops.kube import objects as o
@@ -61,7 +68,7 @@ async def healing(
             reason="Healing",
         )
     await remove_annotations(env, view)
-    changes = env.progress(children, view.typed, {})
+    changes = env.progress(children, view, {})
     changes["finishedTimestamp"] = timestamp(env.time.now())
     changes["currentNodes"] = None
     await env.status.commit(
@@ -86,9 +93,7 @@ async def heal_nodes(
     re-attach its instance to its group, uncordon it, remove our marks. Returns problems
     that need another attempt."""
     children = env.children_of(view)
-    entries: dict[str, CycleNodeRequestNode] = {e.name: e for e in view.nodes_to_terminate}
-    for e in view.current_nodes:
-        entries.setdefault(e.name, e)
+    entries = _nodes_to_put_back(env, view, children)
     if not entries:
         return []
     try:
@@ -132,3 +137,30 @@ async def heal_nodes(
     if not problems:
         env.cloud.invalidate(env.providers.name(spec.provider), spec.node_groups)
     return problems
+
+
+def _nodes_to_put_back(
+    env: RequestEnv, view: RequestView, children: Children
+) -> dict[str, CycleNodeRequestNode]:
+    """Every node the request touched and may have to put back: the batch (detached, its
+    record in status), the nodes still labelled as selected, and the nodes of failed
+    CycleNodeStatuses (recorded in the child, whose Node may be gone)."""
+    entries: dict[str, CycleNodeRequestNode] = {e.name: e for e in view.current_nodes}
+    for child in children.failed:
+        recorded = (child.get("status") or {}).get("currentNode")
+        spec = child.get("spec") or {}
+        name = str(spec.get("nodeName") or "")
+        if name and name not in entries:
+            entries[name] = CycleNodeRequestNode.model_validate(
+                recorded
+                or {
+                    "name": name,
+                    "providerId": spec.get("providerId") or "",
+                    "nodeGroupName": spec.get("nodeGroupName") or "",
+                }
+            )
+    for node in env.selected(view):
+        if o.name(node) not in entries:
+            group = o.annotations_of(node).get(NODE_GROUP_ANNOTATION) or ""
+            entries[o.name(node)] = cnr_node(node, str(group))
+    return entries

@@ -16,7 +16,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from nodeops.api.cycling import TERMINAL_PHASES
-from nodeops.controllers.cycling.keys import ANNOTATION_MANAGED
+from nodeops.controllers.cycling.keys import (
+    ANNOTATION_MANAGED,
+    CYCLE_TAINT,
+    SELECTED_LABEL,
+    TERMINATE_LABEL,
+)
 from nodeops.kube import Informer, Request
 from nodeops.kube import objects as o
 
@@ -26,7 +31,10 @@ __all__ = [
     "BY_OWNER_MOVES",
     "BY_OWNER_STATE",
     "BY_PHASE",
+    "BY_QUEUED_FOR",
+    "BY_SELECTED_FOR",
     "BY_STATE",
+    "BY_UNTAINTED_FOR",
     "MOVES_BITS",
     "annotated_for",
     "in_namespace",
@@ -35,11 +43,14 @@ __all__ = [
     "owner_uid",
     "phase",
     "phase_of",
+    "queued_for",
     "requests_of",
+    "selected_for",
     "spec_node",
     "state",
     "states",
     "terminal_pod_moves",
+    "untainted_for",
 ]
 
 Obj = Mapping[str, Any]
@@ -59,6 +70,17 @@ BY_OWNER_MOVES = "cycling-owner-moves"
 
 BY_ANNOTATED_FOR = "cycling-annotated-for"
 """Nodes by the request that gave them the scale-down-disabled annotation."""
+
+BY_SELECTED_FOR = "cycling-selected-for"
+"""Nodes by the request that selected them, in whatever state: what a request puts back."""
+
+BY_QUEUED_FOR = "cycling-queued-for"
+"""Nodes a request selected and has not yet handed to a CycleNodeStatus: its queue, counted
+without reading a node."""
+
+BY_UNTAINTED_FOR = "cycling-untainted-for"
+"""The nodes of a request's queue that do not carry its taint yet: tainting the queue after
+each batch's detach reads only these, not the whole queue."""
 
 ACTIVE = "active"
 """The state of an object whose phase is not terminal (none yet included)."""
@@ -137,6 +159,32 @@ def annotated_for(obj: Obj) -> list[str]:
     """The request named by the node's managed-annotation marker, if any."""
     value = o.annotations_of(obj).get(ANNOTATION_MANAGED)
     return [value] if isinstance(value, str) and value else []
+
+
+def selected_for(obj: Obj) -> list[str]:
+    """The request named by the node's selection label, if any."""
+    value = o.labels(obj).get(SELECTED_LABEL)
+    return [value] if isinstance(value, str) and value else []
+
+
+def queued_for(obj: Obj) -> list[str]:
+    """The request whose queue the node is in: selected by it, not handed to a CycleNodeStatus
+    (the terminate label goes on with the handover), not being deleted."""
+    if TERMINATE_LABEL in o.labels(obj) or o.deletion_timestamp(obj) is not None:
+        return []
+    return selected_for(obj)
+
+
+def untainted_for(obj: Obj) -> list[str]:
+    """The request whose queue the node is in, while the node lacks that request's taint."""
+    queue = queued_for(obj)
+    taints = (obj.get("spec") or {}).get("taints") or ()
+    if queue and any(
+        isinstance(t, Mapping) and t.get("key") == CYCLE_TAINT and t.get("value") == queue[0]
+        for t in taints
+    ):
+        return []
+    return queue
 
 
 def in_namespace(keys: list[str], namespace: str) -> list[str]:

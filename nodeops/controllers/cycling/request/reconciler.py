@@ -24,6 +24,7 @@ from nodeops.controllers.cycling.request.cleanup import deleted, terminal
 from nodeops.controllers.cycling.request.env import Heal, RequestEnv, RequestView, Wait
 from nodeops.controllers.cycling.request.handover import cordoning
 from nodeops.controllers.cycling.request.healing import healing, to_healing
+from nodeops.controllers.cycling.request.legacy import adopt_listed_queue
 from nodeops.controllers.cycling.request.scaleup import scaling_up
 from nodeops.controllers.cycling.request.selection import pending
 from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS
@@ -128,6 +129,8 @@ class CycleNodeRequestReconciler:
             return None
         view = RequestView(obj)
         if o.deletion_timestamp(obj) is not None:
+            if view.phase not in TERMINAL_PHASES:
+                await adopt_listed_queue(env, view)
             return await deleted(env, request, view, ctx)
         if view.phase in TERMINAL_PHASES:
             env.cloud.forget(request)
@@ -146,6 +149,7 @@ class CycleNodeRequestReconciler:
                 condition=("Ready", "False", "InvalidSpec", str(e)),
             )
             return None
+        await adopt_listed_queue(env, view)
         for _ in range(_CHAIN):
             phase = view.phase
             step = TRANSITIONS.get(phase)

@@ -48,7 +48,7 @@ async def scaling_up(
     _, provider, inventory = await env.inventory(request, spec)
     current = view.current_nodes
     await detach(env, view, provider, current, inventory, ctx)
-    await taint_pending(env, view, spec, view.nodes_available)
+    await taint_pending(env, view, spec)
     # A batch node that vanished (node and instance gone) needs nothing more from us.
     kept = []
     for entry in current:
@@ -184,7 +184,7 @@ def _fit(
     draining = {str((c.get("spec") or {}).get("nodeName")) for c in children.active}
     exclude = set(batch) | draining
     if spec.cycle_settings.pending_node_taint == "NoSchedule":
-        exclude |= {e.name for e in view.nodes_available}
+        exclude |= set(env.queued(view))
     for r in env.active_requests(view):
         exclude |= {entry.name for entry in status_of(r).current_nodes or ()}
     nodes = env.nodes.objects()

@@ -2,22 +2,29 @@
 
 The cloud and the cluster must agree first (every selected node's instance in service in one
 of the groups, every instance of the groups a Ready node); a node we detached earlier and lost
-track of is put back, an orphaned Node removed. Then the selected nodes are written to status,
-which is the claim: another request waits for a node claimed here, and a request never starts
-on a node another one has claimed.
+track of is put back, an orphaned Node removed. Then each selected node is labelled with the
+request's name (`SELECTED_LABEL`), and only then does the status say Initialised, with counts.
+The label is the claim (another request waits for a node labelled by a request that has not
+ended) and the queue the batches are taken from; a crash while labelling leaves the request in
+Pending, which labels again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from nodeops.api import InvalidResource
 from nodeops.api.cyclenoderequest import CycleNodeRequestSpec
 from nodeops.api.cycling import CycleNodeRequestNode
 from nodeops.controllers.cycling.fit import node_is_ready
 from nodeops.controllers.cycling.inventory import instance_id
-from nodeops.controllers.cycling.keys import NODE_FINALIZER, NODE_GROUP_ANNOTATION, REQUEST_LABEL
-from nodeops.controllers.cycling.nodes import clear_cycle_marks, edit_node
+from nodeops.controllers.cycling.keys import (
+    NODE_FINALIZER,
+    NODE_GROUP_ANNOTATION,
+    REQUEST_LABEL,
+    SELECTED_LABEL,
+)
+from nodeops.controllers.cycling.nodes import clear_cycle_marks, edit_node, select_for
 from nodeops.controllers.cycling.pods import movable
 from nodeops.controllers.cycling.request.env import (
     BY_NODE,
@@ -27,8 +34,7 @@ from nodeops.controllers.cycling.request.env import (
     RequestView,
     Wait,
     cnr_node,
-    node_dicts,
-    status_of,
+    each,
 )
 from nodeops.controllers.cycling.request.health import initial_health_checks
 from nodeops.controllers.cycling.resources import CYCLENODESTATUSES
@@ -111,26 +117,33 @@ async def pending(
     nodes = [cnr_node(n, g) for n, g in targets]
     pods = sum(1 for n, _ in targets for p in env.pods.by_index(BY_NODE, o.name(n)) if movable(p))
     await _remove_leftover_children(env, view)
+    by_group: dict[str, int] = {}
+    for entry in nodes:
+        by_group[entry.node_group_name] = by_group.get(entry.node_group_name, 0) + 1
+    message = selection_note(spec, nodes)
     changes: Obj = {
         "provider": provider_name,
         "nodeGroups": spec.node_groups,
         "concurrency": spec.cycle_settings.concurrency_for(len(nodes)),
-        "nodesToTerminate": node_dicts(nodes),
-        "nodesAvailable": node_dicts(nodes),
         "currentNodes": None,
         "podsToMove": pods,
-        "selectedNodes": {n.name: True for n in nodes} or None,
+        "selectedByGroup": dict(sorted(by_group.items())) or None,
+        "selectionNote": message or None,
+        "nodesToTerminate": None,
+        "nodesAvailable": None,
     }
     if health is not None:
         changes["healthChecks"] = health
-    changes.update(env.progress(env.children_of(view), view.typed, changes))
-    message = selection_note(spec, nodes)
     if not nodes and not spec.node_names:
         env.event(view, "Warning", "NoNodeSelected", message)
     async with env.batch_lock:
-        blocker = _blocking_request(env, view, [n.name for n in nodes])
+        blocker = _blocking_request(env, view, [n for n, _ in targets])
         if blocker is not None:
             raise Wait(blocker, after=env.settings.check_interval * 3, reason="NodesInUse")
+        # The claim: each selected node labelled before the status says Initialised, so the
+        # queue is on the nodes before any batch is taken from it.
+        await _label_selection(env, view, [n for n, _ in targets])
+        changes.update(env.progress(env.children_of(view), view, changes, total=len(nodes)))
         await env.status.commit(
             view,
             changes,
@@ -237,18 +250,28 @@ async def _repair_stray(
     return f"re-attached instance {iid} of node {name} to {origin}"
 
 
-def _blocking_request(env: RequestEnv, view: RequestView, names: Iterable[str]) -> str | None:
-    wanted = set(names)
-    for other in env.active_requests(view):
-        theirs = {n.name for n in status_of(other).nodes_to_terminate or ()}
-        overlap = wanted & theirs
-        if overlap:
-            more = f" and {len(overlap) - 1} more of the selected nodes" if len(overlap) > 1 else ""
-            return (
-                f"waiting for CycleNodeRequest {o.name(other)}, which cycles "
-                f"{sorted(overlap)[0]}{more}"
-            )
+def _blocking_request(env: RequestEnv, view: RequestView, nodes: Sequence[Obj]) -> str | None:
+    """Another request that started and has not ended, and has selected some of `nodes` (as
+    the cache shows them now, not as they were read before the batch lock was taken)."""
+    others = {o.name(r): r for r in env.active_requests(view)}
+    overlap: dict[str, list[str]] = {}
+    for node in filter(None, (env.node(o.name(n)) for n in nodes)):
+        owner = o.labels(node).get(SELECTED_LABEL)
+        if owner in others and owner != view.name:
+            overlap.setdefault(owner, []).append(o.name(node))
+    for owner, names in sorted(overlap.items()):
+        more = f" and {len(names) - 1} more of the selected nodes" if len(names) > 1 else ""
+        return f"waiting for CycleNodeRequest {owner}, which cycles {sorted(names)[0]}{more}"
     return None
+
+
+async def _label_selection(env: RequestEnv, view: RequestView, nodes: Sequence[Obj]) -> None:
+    """The selection label on each of `nodes`, and off any node an earlier attempt of this
+    selection labelled that is no longer selected."""
+    wanted = {o.name(n) for n in nodes}
+    await each(nodes, lambda node: edit_node(env.client, node, select_for(view.name)))
+    stale = [n for n in env.selected(view) if o.name(n) not in wanted]
+    await each(stale, lambda node: edit_node(env.client, node, clear_cycle_marks(view.name)))
 
 
 async def _remove_leftover_children(env: RequestEnv, view: RequestView) -> None:

@@ -61,7 +61,7 @@ def test_a_finished_roll_says_nothing_more_unless_it_failed() -> None:
 def test_a_real_cluster_shows_no_simulation_counters() -> None:
     """`nodeops cycle --watch` against a cluster has no simulated clock or request counts:
     it does not show them as zeros."""
-    status = {"phase": "ScalingUp", "nodesToTerminate": [{"name": "n1", "nodeGroupName": "a"}]}
+    status = {"phase": "ScalingUp", "selectedByGroup": {"a": 1}}
     line = roll_state({"status": status}, [], pods_moved=3).line()
     assert "requests failed" not in line and "simulated" not in line and "[" not in line
     assert line.startswith("ScalingUp") and "pods moved 3" in line
@@ -69,3 +69,15 @@ def test_a_real_cluster_shows_no_simulation_counters() -> None:
         {"status": status}, [], pods_moved=3, requests_sent=10, simulated_seconds=5
     ).line()
     assert demo.startswith("[      5s] ScalingUp") and "requests failed 0 of 10" in demo
+
+
+def test_each_groups_progress_is_its_selected_count_and_its_replaced_children() -> None:
+    status = {"phase": "WaitingTermination", "selectedByGroup": {"a": 2, "b": 1}}
+    children = [
+        {"spec": {"nodeName": "n1", "nodeGroupName": "a"}, "status": {"phase": "Successful"}},
+        {"spec": {"nodeName": "n2", "nodeGroupName": "a"}, "status": {"phase": "DrainingPods"}},
+    ]
+    assert roll_state({"status": status}, children, pods_moved=0).groups == {
+        "a": (1, 2),
+        "b": (0, 1),
+    }
