@@ -11,7 +11,7 @@ capacity instead of guessing.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,30 +150,50 @@ def _room(node: Obj, pods_on_node: Iterable[Obj]) -> _Room:
 
 def check_fit(
     batch_pods: Iterable[Obj],
-    nodes: Iterable[Obj],
-    pods_on: Mapping[str, Sequence[Obj]],
+    nodes: Iterable[Obj | None],
+    pods_of: Callable[[str], Sequence[Obj] | None],
     *,
     exclude: Collection[str],
 ) -> FitResult:
     """Whether every movable pod of `batch_pods` fits on a Ready, schedulable node not in
     `exclude` (the batch itself, nodes being drained or replaced), given the pods already on
-    each node (`pods_on`)."""
-    rooms = [
-        _room(n, pods_on.get(o.name(n), ()))
+    each node (`pods_of(name)`).
+
+    First fit, with each node's room worked out only when the search reaches it: a batch's
+    pods usually fit on the first few nodes, and reading every pod of a 1,000-node cluster per
+    batch would make the check grow with the cluster, not with the batch. `nodes` may be lazy
+    for the same reason."""
+    candidates = (
+        n
         for n in nodes
-        if o.name(n) not in exclude
+        if n is not None
+        and o.name(n) not in exclude
         and node_is_ready(n)
         and not (n.get("spec") or {}).get("unschedulable")
         and o.deletion_timestamp(n) is None
-    ]
+    )
+    rooms: list[_Room] = []
+
+    def room_at(i: int) -> _Room | None:
+        while len(rooms) <= i:
+            node = next(candidates, None)
+            if node is None:
+                return None
+            rooms.append(_room(node, pods_of(o.name(node)) or ()))
+        return rooms[i]
+
     todo = sorted((p for p in batch_pods if movable(p)), key=lambda p: _requests(p), reverse=True)
     result = FitResult(True, len(todo))
     for pod in todo:
         cpu, mem = _requests(pod)
         tolerations = (pod.get("spec") or {}).get("tolerations") or ()
-        why = "no ready schedulable nodes" if not rooms else "not enough cpu, memory or pods"
+        why = (
+            "no ready schedulable nodes" if room_at(0) is None else "not enough cpu, memory or pods"
+        )
         placed = False
-        for room in rooms:
+        i = 0
+        while (room := room_at(i)) is not None:
+            i += 1
             if not _affinity_allows(pod, room.labels):
                 why = "node selector or affinity matches no ready node with room"
                 continue

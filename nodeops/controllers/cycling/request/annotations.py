@@ -9,6 +9,7 @@ where it was put: per batch, on failure, on deletion, and never from a node we d
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 from nodeops.api.cyclenoderequest import CycleNodeRequestSpec
@@ -36,10 +37,14 @@ async def annotate_new_nodes(
     annotated = set(view.typed.annotated_nodes or ())
     batch_groups = {e.node_group_name for e in view.current_nodes}
     batch_groups -= _opted_out(env, spec)
+    started = view.typed.scale_up_started
+    born_after = started - timedelta(seconds=1) if started is not None else None
     fresh = [
         node
-        for node, _ in env.new_nodes(view, inventory, batch_groups)
-        if o.name(node) not in annotated and _created_this_batch(view, node)
+        for node, _ in env.new_nodes(
+            view, inventory, batch_groups, skip=annotated, born_after=born_after
+        )
+        if _created_this_batch(view, node)
     ]
     edits = [(node, add_scale_down_disabled(view.name)) for node in fresh]
     edits += [

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, TypeVar
 
 import structlog
@@ -261,6 +262,9 @@ class RequestEnv:
     """Picking a batch (or claiming nodes) reads every request's nodes in replacement and then
     writes this request's: one at a time, so two requests never both take the last of a
     budget or both claim a node."""
+    _born: dict[str, datetime] = field(init=False, default_factory=dict)
+    """When the first Node of each instance (by provider ID, which no other instance has)
+    registered: `new_nodes` skips the earlier batches' replacements without reading them."""
 
     def __post_init__(self) -> None:
         notifier = self.notifier
@@ -311,18 +315,38 @@ class RequestEnv:
         return self.nodes.by_index(BY_SELECTED_FOR, view.name)
 
     def new_nodes(
-        self, view: RequestView, inventory: Inventory, groups: Iterable[str]
+        self,
+        view: RequestView,
+        inventory: Inventory,
+        groups: Iterable[str],
+        *,
+        skip: Collection[str] = (),
+        born_after: datetime | None = None,
     ) -> list[tuple[Obj, str]]:
         """Nodes of the groups' instances that are not being replaced: the replacements (and
-        other nodes not selected), with their group."""
+        other nodes not selected), with their group; without those named in `skip`, and with
+        `born_after` only the instances whose first Node registered since then.
+
+        Called at every scale-up reconcile: the names come from indexes and only the nodes
+        that may be the answer are read, not every node of the groups."""
         batch = {e.name for e in view.current_nodes}
+        mine = set(self.nodes.index_keys(BY_SELECTED_FOR, view.name))
         out = []
         for member in inventory.instances(groups):
-            node = self.node_by_pid(member.instance.provider_id)
-            if node is None or o.name(node) in batch:
+            pid = member.instance.provider_id
+            names = self.nodes.index_keys(BY_PROVIDER_ID, pid) if pid else []
+            if not names or names[0] in batch or names[0] in mine or names[0] in skip:
                 continue
-            if o.labels(node).get(SELECTED_LABEL) != view.name:
-                out.append((node, member.group))
+            born = self._born.get(pid)
+            if born is not None and born_after is not None and born < born_after:
+                continue
+            node = self.nodes.get(names[0])
+            if node is None or o.labels(node).get(SELECTED_LABEL) == view.name:
+                continue
+            created = o.parse_time(o.meta(node).get("creationTimestamp"))
+            if created is not None:
+                self._born.setdefault(pid, created)
+            out.append((node, member.group))
         return out
 
     def active_requests(self, view: View) -> list[Obj]:

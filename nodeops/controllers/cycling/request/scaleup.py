@@ -187,7 +187,9 @@ def _fit(
         exclude |= set(env.queued(view))
     for r in env.active_requests(view):
         exclude |= {entry.name for entry in status_of(r).current_nodes or ()}
-    nodes = env.nodes.objects()
-    pods_on = {o.name(n): env.pods.by_index(BY_NODE, o.name(n)) for n in nodes}
-    batch_pods = [p for name in batch for p in pods_on.get(name, ())]
-    return check_fit(batch_pods, nodes, pods_on, exclude=exclude)
+    batch_pods = [p for name in batch for p in env.pods.by_index(BY_NODE, name)]
+    # Read lazily, and only the nodes the first fit reaches.
+    nodes = (env.node(name) for name in env.nodes.keys() if name not in exclude)
+    return check_fit(
+        batch_pods, nodes, lambda name: env.pods.by_index(BY_NODE, name), exclude=exclude
+    )

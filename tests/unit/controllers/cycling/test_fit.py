@@ -23,6 +23,10 @@ def node(
     }
 
 
+def no_pods(_: str) -> list[dict[str, Any]]:
+    return []
+
+
 def pod(
     name: str, node_name: str, cpu: str = "500m", mem: str = "512Mi", **spec: Any
 ) -> dict[str, Any]:
@@ -46,7 +50,7 @@ def pod(
 
 def test_pods_fit_on_a_new_node() -> None:
     old = [pod(f"p{i}", "old") for i in range(3)]
-    result = check_fit(old, [node("old"), node("new")], {"old": old}, exclude={"old"})
+    result = check_fit(old, [node("old"), node("new")], {"old": old}.get, exclude={"old"})
     assert result.fits and result.pods == 3
 
 
@@ -54,7 +58,7 @@ def test_not_enough_cpu_is_reported() -> None:
     old = [pod(f"p{i}", "old", cpu="1") for i in range(3)]
     existing = [pod("busy", "new", cpu="1")]
     result = check_fit(
-        old, [node("old"), node("new")], {"old": old, "new": existing}, exclude={"old"}
+        old, [node("old"), node("new")], {"old": old, "new": existing}.get, exclude={"old"}
     )
     assert not result.fits
     assert len(result.unplaced) == 2
@@ -65,7 +69,7 @@ def test_taints_selectors_and_affinity() -> None:
     tainted = node("tainted", taints=[{"key": "gpu", "effect": "NoSchedule"}])
     other_zone = node("b", labels={"zone": "b"})
     picky = pod("picky", "old", nodeSelector={"zone": "a"})
-    result = check_fit([picky], [tainted, other_zone], {}, exclude={"old"})
+    result = check_fit([picky], [tainted, other_zone], no_pods, exclude={"old"})
     assert not result.fits
     tolerant = pod(
         "tolerant",
@@ -81,7 +85,7 @@ def test_taints_selectors_and_affinity() -> None:
             }
         },
     )
-    assert check_fit([tolerant], [tainted, other_zone], {}, exclude={"old"}).fits
+    assert check_fit([tolerant], [tainted, other_zone], no_pods, exclude={"old"}).fits
 
 
 def test_not_ready_cordoned_and_excluded_nodes_do_not_count() -> None:
@@ -92,7 +96,7 @@ def test_not_ready_cordoned_and_excluded_nodes_do_not_count() -> None:
         node("cordoned", unschedulable=True),
         node("draining"),
     ]
-    assert not check_fit(p, nodes, {}, exclude={"old", "draining"}).fits
+    assert not check_fit(p, nodes, no_pods, exclude={"old", "draining"}).fits
 
 
 def test_daemonset_and_finished_pods_do_not_move() -> None:
@@ -102,5 +106,27 @@ def test_daemonset_and_finished_pods_do_not_move() -> None:
     ]
     done = pod("done", "old")
     done["status"]["phase"] = "Succeeded"
-    result = check_fit([ds, done], [node("old")], {}, exclude={"old"})
+    result = check_fit([ds, done], [node("old")], no_pods, exclude={"old"})
     assert result.fits and result.pods == 0
+
+
+def test_only_the_nodes_the_first_fit_reaches_are_read() -> None:
+    """A batch's pods usually fit on the first nodes with room: the check must not read the
+    pods of every node of a large cluster for each batch."""
+    old = [pod(f"p{i}", "old") for i in range(2)]
+    asked: list[str] = []
+    read: list[str] = []
+
+    def pods_of(name: str) -> list[dict[str, Any]]:
+        asked.append(name)
+        return []
+
+    def nodes() -> Any:
+        for i in range(1000):
+            read.append(f"n{i}")
+            yield node(f"n{i}")
+
+    result = check_fit(old, nodes(), pods_of, exclude={"old"})
+    assert result.fits
+    assert asked == ["n0"]
+    assert len(read) == 1
