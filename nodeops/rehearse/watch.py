@@ -187,7 +187,7 @@ class RollRecorder:
         if key not in (_PODS, _NODES, _PDBS, _REPLICASETS, _CNRS, _CNSS):
             return
         self._changed.set()
-        obj = orjson.loads(ev.entry.raw)
+        obj = ev.decoded()
         deleted = ev.type == "DELETED"
         if key == _PODS:
             self._pod(obj, deleted)

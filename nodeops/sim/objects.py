@@ -202,7 +202,11 @@ def for_create(obj: Mapping[str, Any]) -> Obj:
     The creator's entries stay: a server honours `managedFields` sent on create, and they are a
     large share of a real object's size.
     """
-    out = copy.deepcopy(dict(obj))
+    return strip_for_create(copy.deepcopy(dict(obj)))
+
+
+def strip_for_create(out: Obj) -> Obj:
+    """`for_create` in place, for an object its caller has just built for this create."""
     meta = out.get("metadata", {})
     for key in ("uid", "resourceVersion", "creationTimestamp", "generation"):
         meta.pop(key, None)

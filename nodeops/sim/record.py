@@ -21,8 +21,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from nodeops.common.selectors import LabelSelector, label_selector_from_object
 from nodeops.sim.clock import Clock
 from nodeops.sim.cluster.pdb_status import pod_is_healthy
@@ -138,7 +136,7 @@ class ClusterRecord:
 
     def _on_write(self, key: Key, ev: WatchEvent) -> None:
         if key in (_PODS, _PDBS, _DEPLOYMENTS):
-            self.observe(key, ev.type, orjson.loads(ev.entry.raw))
+            self.observe(key, ev.type, ev.decoded())
 
     def observe(self, key: Key, event: str, obj: Mapping[str, Any]) -> None:
         """One stored change of a pod, PodDisruptionBudget or Deployment (`key` is its

@@ -1,8 +1,9 @@
 """The disruption controller: every PodDisruptionBudget's status, kept current from watches.
 
 The eviction subresource trusts `status.disruptionsAllowed`, so a drain can only be as right as
-this status is fresh. Each budget's member pods are tracked incrementally from pod events, so a
-pod event costs a selector match per budget in its namespace, not a scan of the namespace.
+this status is fresh. Each budget's member pods, and the sums its status is made of, are kept
+incrementally from pod events, so a pod event costs a selector match per budget in its namespace
+and a budget's status costs its controllers, not a scan of its pods.
 """
 
 from __future__ import annotations
@@ -16,8 +17,12 @@ from nodeops.sim.cluster.indexes import BY_NAMESPACE, BY_UID, controller_ref, na
 from nodeops.sim.cluster.informer import Informer, Key, key_of
 from nodeops.sim.cluster.pdb_status import (
     ControllerScale,
+    Member,
+    Members,
     compute_pdb_status,
+    member_of,
     pdb_recheck_time,
+    pdb_status_of,
 )
 from nodeops.sim.cluster.podcontrol import write_status
 from nodeops.sim.cluster.runtime import Controller
@@ -58,7 +63,7 @@ class DisruptionController(Controller[Key]):
         self.statefulsets = statefulsets
         self.needs(pods, pdbs, replicasets, deployments, statefulsets)
         self._selectors: dict[Key, tuple[Any, LabelSelector | None]] = {}
-        self._members: dict[Key, set[Key]] = {}
+        self._members: dict[Key, Members] = {}
         pods.add_index(BY_NAMESPACE, namespace)
         pdbs.add_index(BY_NAMESPACE, namespace)
         for inf in (replicasets, deployments, statefulsets):
@@ -91,30 +96,32 @@ class DisruptionController(Controller[Key]):
         raw_before = self._selectors.get(key, (object(), None))[0]
         sel = self._selector(key, new)
         if key not in self._members or raw_before != (new.get("spec") or {}).get("selector"):
-            members: set[Key] = set()
+            members = Members()
             if sel is not None:
                 for pod in self.pods.by_index(BY_NAMESPACE, key[0]):
                     if sel.matches(_labels(pod)):
-                        members.add(key_of(pod))
+                        members.put(key_of(pod)[1], member_of(pod))
             self._members[key] = members
         self.queue.add(key)
 
     def _on_pod(self, old: Obj | None, new: Obj | None) -> None:
         obj = new if new is not None else old
         assert obj is not None
-        pod_key = key_of(obj)
-        for pdb_key in self.pdbs.index_keys(BY_NAMESPACE, pod_key[0]):
+        namespace, name = key_of(obj)
+        member: Member | None = None
+        for pdb_key in self.pdbs.index_keys(BY_NAMESPACE, namespace):
             members = self._members.get(pdb_key)
             if members is None:
                 continue
             cached = self._selectors.get(pdb_key)
             sel = cached[1] if cached is not None else None
-            now_member = new is not None and sel is not None and sel.matches(_labels(new))
-            if now_member:
-                members.add(pod_key)
-                self.queue.add(pdb_key)
-            elif pod_key in members:
-                members.discard(pod_key)
+            if new is not None and sel is not None and sel.matches(_labels(new)):
+                member = member or member_of(new)
+                if members.get(name) != member:
+                    members.put(name, member)
+                    self.queue.add(pdb_key)
+            elif members.get(name) is not None:
+                members.put(name, None)
                 self.queue.add(pdb_key)
 
     # -- scale of controllers -------------------------------------------------------------------
@@ -151,10 +158,14 @@ class DisruptionController(Controller[Key]):
         pdb = self.pdbs.store.get(key)
         if pdb is None:
             return None
-        store = self.pods.store
-        pods = [store[k] for k in self._members.get(key, ()) if k in store]
         now = self.server_clock.now()
-        status = compute_pdb_status(pdb, pods, self.scale_of, now)
+        cached = self._selectors.get(key)
+        members = self._members.get(key)
+        if cached is None or cached[1] is None or members is None:
+            # An invalid selector: the full computation fails safe and says why.
+            status = compute_pdb_status(pdb, (), self.scale_of, now)
+        else:
+            status = pdb_status_of(pdb, members, self.scale_of, now)
         await write_status(self.client, PDBS, pdb, status)
         recheck = pdb_recheck_time(status)
         if recheck is None:

@@ -130,6 +130,9 @@ class Informer:
         self._index_funcs: dict[str, IndexFunc] = {}
         self._indexes: dict[str, dict[str, set[Key]]] = {}
         self._indexed_values: dict[str, dict[Key, tuple[str, ...]]] = {}
+        self.shared: dict[type, object] = {}
+        """Derived state kept from this cache's events (a tally), one per type, created by
+        the first loop that needs it and shared by all."""
 
     # -- reading --------------------------------------------------------------------------------
 

@@ -153,6 +153,86 @@ def update_disruption_allowed_condition(status: dict[str, Any], now: datetime) -
         )
 
 
+class Member(NamedTuple):
+    """What a budget's status needs of one selected pod."""
+
+    deleting: bool
+    healthy: bool
+    """`pod_is_healthy`."""
+    controller: dict[str, Any] | None
+    """Its ownerReference with `controller: true`, if any."""
+
+
+def member_of(pod: Mapping[str, Any]) -> Member:
+    meta = pod.get("metadata") or {}
+    return Member(bool(meta.get("deletionTimestamp")), pod_is_healthy(pod), _controller_ref(pod))
+
+
+class Members:
+    """The pods a budget selects, by name, with the sums its status is made of.
+
+    The disruption controller keeps one per budget current from pod events, so a budget's
+    status costs its controllers and its `disruptedPods`, not its pods; `compute_pdb_status`
+    builds one from a list.
+    """
+
+    __slots__ = ("_by_name", "_controllers", "live_healthy")
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, Member] = {}
+        self._controllers: dict[str, dict[str, dict[str, Any]]] = {}
+        """Controller uid -> its members' names -> their ownerReference, the controllers in
+        the order their first pod came."""
+        self.live_healthy = 0
+        """Healthy members not being deleted."""
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def get(self, name: str) -> Member | None:
+        return self._by_name.get(name)
+
+    def names(self) -> set[str]:
+        return set(self._by_name)
+
+    def controllers(self) -> Iterable[tuple[dict[str, Any], str]]:
+        """Each controller of a member once: its ownerReference and a member's name."""
+        for names in self._controllers.values():
+            name, ref = next(iter(names.items()))
+            yield ref, name
+
+    def put(self, name: str, member: Member | None) -> None:
+        """Set (None: remove) the member of this name."""
+        before = self._by_name.pop(name, None)
+        if before is not None:
+            self._count(before, -1, name)
+        if member is not None:
+            self._by_name[name] = member
+            self._count(member, +1, name)
+
+    def _count(self, m: Member, sign: int, name: str) -> None:
+        if m.healthy and not m.deleting:
+            self.live_healthy += sign
+        if m.controller is None:
+            return
+        ref_uid = str(m.controller.get("uid", ""))
+        if sign > 0:
+            self._controllers.setdefault(ref_uid, {})[name] = m.controller
+            return
+        names = self._controllers.get(ref_uid)
+        if names is not None:
+            names.pop(name, None)
+            if not names:
+                del self._controllers[ref_uid]
+
+    @classmethod
+    def of(cls, pods: Iterable[Mapping[str, Any]]) -> Members:
+        members = cls()
+        for pod in pods:
+            members.put(str((pod.get("metadata") or {}).get("name", "")), member_of(pod))
+        return members
+
+
 def compute_pdb_status(
     pdb: Mapping[str, Any],
     pods: Iterable[Mapping[str, Any]],
@@ -170,6 +250,16 @@ def compute_pdb_status(
     """
     try:
         selected = _pods_for_pdb(pdb, pods)
+    except _SyncError as err:
+        return _fail_safe(pdb, str(err), now)
+    return pdb_status_of(pdb, Members.of(selected), scale_of, now)
+
+
+def pdb_status_of(
+    pdb: Mapping[str, Any], selected: Members, scale_of: ScaleOf, now: datetime
+) -> dict[str, Any]:
+    """`compute_pdb_status` for the pods its selector picks, `selected` (valid selector)."""
+    try:
         expected, desired = _expected_pod_count(pdb, selected, scale_of)
     except _SyncError as err:
         return _fail_safe(pdb, str(err), now)
@@ -230,7 +320,7 @@ def _pods_for_pdb(
 
 
 def _expected_pod_count(
-    pdb: Mapping[str, Any], pods: list[Mapping[str, Any]], scale_of: ScaleOf
+    pdb: Mapping[str, Any], pods: Members, scale_of: ScaleOf
 ) -> tuple[int, int]:
     """(expectedCount, desiredHealthy) as `getExpectedPodCount` works them out.
 
@@ -284,7 +374,7 @@ def _controller_ref(obj: Mapping[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _expected_scale(pods: list[Mapping[str, Any]], scale_of: ScaleOf) -> int:
+def _expected_scale(pods: Members, scale_of: ScaleOf) -> int:
     """Sum of the scales of the controllers of `pods`, each controller counted once.
 
     Pods without a controller are skipped (kube only emits an UnmanagedPods event for them); a pod
@@ -292,19 +382,15 @@ def _expected_scale(pods: list[Mapping[str, Any]], scale_of: ScaleOf) -> int:
     """
     scales: dict[str, int] = {}
     seen_refs: set[str] = set()
-    for pod in pods:
-        ref = _controller_ref(pod)
-        if ref is None:
-            continue
+    for ref, name in pods.controllers():
         ref_uid = str(ref.get("uid", ""))
         if ref_uid in seen_refs or ref_uid in scales:
             continue
         try:
-            found = scale_of(ref)
+            found = scale_of(dict(ref))
         except ScaleLookupError as err:
             raise _SyncError(str(err)) from err
         if found is None:
-            name = (pod.get("metadata") or {}).get("name", "")
             raise _SyncError(f'found no controllers for pod "{name}"')
         seen_refs.add(ref_uid)
         if isinstance(found, ControllerScale):
@@ -315,49 +401,39 @@ def _expected_scale(pods: list[Mapping[str, Any]], scale_of: ScaleOf) -> int:
 
 
 def _build_disrupted_pod_map(
-    pods: list[Mapping[str, Any]], disrupted: Mapping[str, str], now: datetime
+    pods: Members, disrupted: Mapping[str, str], now: datetime
 ) -> dict[str, str]:
-    """The entries of `disruptedPods` that still protect a pod.
+    """The entries of `disruptedPods` that still protect a pod, by pod name (the order Go
+    writes a map in).
 
     An entry goes once its pod is gone, once the pod is marked for deletion (the eviction took
     effect, the pod is out of the health count on its own), or once `DELETION_TIMEOUT` has passed
     without the deletion showing up.
     """
     kept: dict[str, str] = {}
-    if not disrupted:
-        return kept
-    for pod in pods:
-        meta = pod.get("metadata") or {}
-        if meta.get("deletionTimestamp"):
+    for name in sorted(disrupted):
+        member = pods.get(name)
+        if member is None or member.deleting:
             continue
-        name = meta.get("name", "")
-        when = disrupted.get(name)
-        if when is None:
-            continue
+        when = disrupted[name]
         if parse_time(when) + DELETION_TIMEOUT < now:
             continue
         kept[name] = when
     return kept
 
 
-def _count_healthy_pods(
-    pods: list[Mapping[str, Any]], disrupted: Mapping[str, str], now: datetime
-) -> int:
+def _count_healthy_pods(pods: Members, disrupted: Mapping[str, str], now: datetime) -> int:
     """Ready pods that are neither being deleted nor about to be deleted by an approved eviction.
 
     The expiry test is strict here but not in `_build_disrupted_pod_map`, as in kube: at the exact
-    expiry instant the entry is kept and the pod already counts as healthy.
+    expiry instant the entry is kept and the pod already counts as healthy. `disrupted` holds
+    only members not being deleted.
     """
-    healthy = 0
-    for pod in pods:
-        meta = pod.get("metadata") or {}
-        if meta.get("deletionTimestamp"):
-            continue
-        when = disrupted.get(meta.get("name", ""))
-        if when is not None and parse_time(when) + DELETION_TIMEOUT > now:
-            continue
-        if pod_is_healthy(pod):
-            healthy += 1
+    healthy = pods.live_healthy
+    for name, when in disrupted.items():
+        member = pods.get(name)
+        if member is not None and member.healthy and parse_time(when) + DELETION_TIMEOUT > now:
+            healthy -= 1
     return healthy
 
 

@@ -21,7 +21,7 @@ from nodeops.sim.cluster.informer import Key, key_of
 from nodeops.sim.cluster.podstatus import pod_ready
 from nodeops.sim.cluster.scheduling import is_deleting, is_terminal
 from nodeops.sim.cluster.timeutil import epoch
-from nodeops.sim.objects import for_create, pod_from_template
+from nodeops.sim.objects import pod_from_template, strip_for_create
 
 log = logging.getLogger(__name__)
 
@@ -233,7 +233,7 @@ class PodControl:
             rng=self.rng,
             now=self.clock.now(),
         )
-        pod = for_create(pod)
+        pod = strip_for_create(pod)  # built for this create alone: no copy needed
         if name is None:
             del pod["metadata"]["name"]
             pod["metadata"]["generateName"] = f"{meta.get('name')}-"

@@ -13,16 +13,9 @@ from nodeops.sim.clock import Clock
 from nodeops.sim.cluster.apiclient import REPLICASETS, ApiClient, Obj
 from nodeops.sim.cluster.informer import Informer, Key
 from nodeops.sim.cluster.owned import OwnerController
-from nodeops.sim.cluster.podcontrol import (
-    available_after,
-    deletion_order,
-    is_active,
-    is_available,
-    merge_status,
-    write_status,
-)
-from nodeops.sim.cluster.podstatus import pod_ready
+from nodeops.sim.cluster.podcontrol import deletion_order, is_active, merge_status, write_status
 from nodeops.sim.cluster.scheduling import is_deleting
+from nodeops.sim.cluster.tally import OwnedCounts, counts_of, pod_tally
 
 STATUS_FIELDS = (
     "replicas",
@@ -46,22 +39,19 @@ def pods_to_delete(active: Sequence[Mapping[str, Any]], count: int) -> list[Mapp
 def replicaset_status(
     rs: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], now: float
 ) -> dict[str, Any]:
+    return replicaset_status_of(rs, counts_of(pods), now)
+
+
+def replicaset_status_of(rs: Mapping[str, Any], counts: OwnedCounts, now: float) -> dict[str, Any]:
+    """The status from the counts of the pods the ReplicaSet controls."""
     spec = rs.get("spec") or {}
     min_ready = float(spec.get("minReadySeconds") or 0)
     labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
-    active = [p for p in pods if is_active(p)]
-    fully = sum(
-        1
-        for p in active
-        if all(
-            ((p.get("metadata") or {}).get("labels") or {}).get(k) == v for k, v in labels.items()
-        )
-    )
     computed: Obj = {
-        "replicas": len(active),
-        "fullyLabeledReplicas": fully,
-        "readyReplicas": sum(1 for p in active if pod_ready(p)),
-        "availableReplicas": sum(1 for p in active if is_available(p, min_ready, now)),
+        "replicas": counts.active,
+        "fullyLabeledReplicas": counts.fully_labelled(labels),
+        "readyReplicas": counts.ready,
+        "availableReplicas": counts.available(min_ready, now),
         "observedGeneration": int((rs.get("metadata") or {}).get("generation") or 0),
     }
     return merge_status(rs.get("status"), STATUS_FIELDS, computed)
@@ -83,6 +73,7 @@ class ReplicaSetController(OwnerController):
     ) -> None:
         super().__init__(clock, client, pods, replicasets, workers=workers)
         self.burst = burst
+        self.tally = pod_tally(pods)
 
     async def reconcile(self, key: Key) -> float | None:
         rs = self.owners.store.get(key)
@@ -90,21 +81,27 @@ class ReplicaSetController(OwnerController):
             return None
         meta = rs.get("metadata") or {}
         rs_uid = meta.get("uid") or ""
-        pods = self.owned_pods(rs_uid)
+        counts = self.tally.of(rs_uid)
         if not is_deleting(rs) and self.expectations.satisfied(rs_uid):
-            await self._manage(rs, rs_uid, [p for p in pods if is_active(p)])
+            replicas = int((rs.get("spec") or {}).get("replicas", 1) or 0)
+            diff = replica_diff(replicas, counts.active, burst=self.burst)
+            if diff:
+                # The status is the pods' as they were before this sync's creates and deletes,
+                # as kube's syncReplicaSet computes it from the list it managed with.
+                counts = counts.copy()
+                await self._manage(rs, rs_uid, diff)
         now = self.clock.now().timestamp()
-        await write_status(self.client, REPLICASETS, rs, replicaset_status(rs, pods, now))
+        status = replicaset_status_of(rs, counts, now)
         min_ready = float((rs.get("spec") or {}).get("minReadySeconds") or 0)
-        return available_after(pods, min_ready, now)
+        again = counts.available_after(min_ready, now)
+        await write_status(self.client, REPLICASETS, rs, status)
+        return again
 
-    async def _manage(self, rs: Obj, rs_uid: str, active: list[Obj]) -> None:
-        replicas = int((rs.get("spec") or {}).get("replicas", 1) or 0)
-        diff = replica_diff(replicas, len(active), burst=self.burst)
+    async def _manage(self, rs: Obj, rs_uid: str, diff: int) -> None:
         if diff > 0:
             template = (rs.get("spec") or {}).get("template") or {}
             pods = [self.control.build(template, rs) for _ in range(diff)]
             await self.control.create_many(pods, self.expectations, rs_uid, max_batch=self.burst)
         elif diff < 0:
-            victims = pods_to_delete(active, -diff)
+            victims = pods_to_delete([p for p in self.owned_pods(rs_uid) if is_active(p)], -diff)
             await self.control.delete_many(victims, self.expectations, rs_uid)

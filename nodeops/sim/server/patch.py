@@ -1039,7 +1039,9 @@ def _bad_patch_type(directive: Any, item: Any) -> _MergeError:
     )
 
 
-def apply_strategic_merge_patch(original: dict[str, Any], patch: Any, kind: str) -> dict[str, Any]:
+def apply_strategic_merge_patch(
+    original: dict[str, Any], patch: Any, kind: str, *, copy_original: bool = True
+) -> dict[str, Any]:
     """Apply a strategic merge patch to an object of a built-in ``kind``.
 
     Custom resources are served without strategic merge patch, so their handler refuses the
@@ -1057,6 +1059,9 @@ def apply_strategic_merge_patch(original: dict[str, Any], patch: Any, kind: str)
     The result has no directive keys left: kube decodes the merged map into the Go type, which
     drops fields it does not know (fieldValidation defaults to Warn), and those are always
     unknown fields.
+
+    `copy_original=False` lets the merge build on `original` itself, for a caller that
+    decoded it for this merge alone.
     """
     schema = _SCHEMAS.get(kind)
     if schema is None:
@@ -1071,13 +1076,32 @@ def apply_strategic_merge_patch(original: dict[str, Any], patch: Any, kind: str)
             "into Go value of type map[string]interface {}",
         )
     try:
-        merged = _merge_map(_copy(original), _copy(patch), schema)
+        base = _copy(original) if copy_original else original
+        merged = _merge_map(base, _copy(patch), schema)
     except _MergeError as error:
         raise error.to_patch_error() from None
     except _GoPanic:
         raise _panic_error() from None
-    _drop_directive_keys(merged)
+    _drop_directive_keys_along(merged, patch)
     return merged
+
+
+def _drop_directive_keys_along(merged: Any, patch: Any) -> None:
+    """`_drop_directive_keys` where the patch reaches, which is where its directives can be.
+
+    A stored object of a built-in kind has none (its writes were decoded into the Go type),
+    so the merge can only have brought them, to the paths the patch names or into the lists
+    it merged; the rest of the object, most of it for a status patch of a large node or pod,
+    is not walked.
+    """
+    if not isinstance(merged, dict) or not isinstance(patch, dict):
+        _drop_directive_keys(merged)
+        return
+    for key, value in patch.items():
+        if _is_directive_key(key):
+            merged.pop(key, None)
+        elif key in merged and value is not None:
+            _drop_directive_keys_along(merged[key], value)
 
 
 def _drop_directive_keys(value: Any) -> None:

@@ -59,7 +59,7 @@ class Entry:
 
 
 class WatchEvent:
-    __slots__ = ("entry", "line", "prev", "rv", "type")
+    __slots__ = ("_decoded", "entry", "line", "prev", "rv", "type")
 
     def __init__(self, type_: str, entry: Entry, prev: Entry | None) -> None:
         self.type = type_
@@ -67,6 +67,14 @@ class WatchEvent:
         self.prev = prev
         self.rv = entry.rv
         self.line: bytes | None = None
+        self._decoded: dict[str, Any] | None = None
+
+    def decoded(self) -> dict[str, Any]:
+        """The stored object, decoded once for all the write hooks that read it (and only
+        while they run): read it, never change it."""
+        if self._decoded is None:
+            self._decoded = self.entry.decode()
+        return self._decoded
 
     def encoded(self, type_: str, transform: Transform | None) -> bytes:
         if transform is None:
@@ -188,6 +196,40 @@ class Watcher:
         return fut
 
 
+class Watchers:
+    """A bucket's watchers, offered each event newest first, in the same order in every run.
+
+    kube's cacher dispatches an event to its watchers in no set order. A set here would order
+    them by where they sit in memory, so which of two writers reacting to one event wins a
+    race (an eviction and the disruption controller, both writing the budget's status) would
+    change from run to run, and a rehearsal, whose work takes no time, could predict two
+    timelines for one cluster. Newest first, the clients that came last (the operator) hear
+    before the cluster's own controllers, which watch from the start, and evictions under one
+    budget meet the disruption controller's writes and retry as they do when the roll runs in
+    real time.
+    """
+
+    __slots__ = ("_items",)
+
+    def __init__(self) -> None:
+        self._items: dict[Watcher, None] = {}
+
+    def add(self, watcher: Watcher) -> None:
+        self._items[watcher] = None
+
+    def discard(self, watcher: Watcher) -> None:
+        self._items.pop(watcher, None)
+
+    def __iter__(self) -> Iterator[Watcher]:
+        return reversed(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, watcher: object) -> bool:
+        return watcher in self._items
+
+
 class Bucket:
     """All objects of one storage key (group + plural), their history and their watchers."""
 
@@ -199,7 +241,7 @@ class Bucket:
         # Highest resourceVersion whose event is no longer in `history`: a watch must start
         # at or after it.
         self.compacted_rv = 0
-        self.watchers: set[Watcher] = set()
+        self.watchers = Watchers()
         self._sorted: list[tuple[str, str]] | None = None
 
     def get(self, namespace: str, name: str) -> Entry | None:
@@ -223,7 +265,7 @@ class Bucket:
         if len(self.history) > self.history_size:
             self.compacted_rv = self.history.popleft().rv
         dead: list[Watcher] = []
-        for w in self.watchers:
+        for w in self.watchers:  # the dead are discarded below, not while iterating
             w.offer(ev)
             if w.closed:
                 dead.append(w)
@@ -332,9 +374,7 @@ class Store:
     ) -> Entry:
         """Store `obj` at a new resourceVersion (written into the object) and notify watchers."""
         entry = self._entry(obj, fields)
-        ev = self.bucket(key).put(entry)
-        for hook in self.write_hooks:
-            hook(key, ev)
+        self._notify(key, self.bucket(key).put(entry))
         return entry
 
     def delete(
@@ -345,10 +385,13 @@ class Store:
     ) -> Entry:
         """Remove the object; the DELETED event carries its final state at a new version."""
         entry = self._entry(obj, fields)
-        ev = self.bucket(key).remove(entry)
+        self._notify(key, self.bucket(key).remove(entry))
+        return entry
+
+    def _notify(self, key: tuple[str, str], ev: WatchEvent) -> None:
         for hook in self.write_hooks:
             hook(key, ev)
-        return entry
+        ev._decoded = None  # the history keeps events: not their decoded copies
 
     def load(
         self,

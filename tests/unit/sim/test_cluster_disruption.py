@@ -4,18 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodeops.sim.clock import Clock
-from nodeops.sim.cluster.apiclient import (
-    DEPLOYMENTS,
-    PDBS,
-    PODS,
-    REPLICASETS,
-    STATEFULSETS,
-    ApiClient,
-)
-from nodeops.sim.cluster.disruption import DisruptionController
-from nodeops.sim.cluster.informer import Informer
 from nodeops.sim.cluster.pdb_status import ControllerScale
+
+from .disruption_fixture import disruption_controller
 
 
 def _obj(kind: str, name: str, uid: str, **extra: Any) -> dict[str, Any]:
@@ -24,25 +15,8 @@ def _obj(kind: str, name: str, uid: str, **extra: Any) -> dict[str, Any]:
     return {"kind": kind, "metadata": meta, **extra}
 
 
-def _controller() -> tuple[DisruptionController, dict[str, Informer]]:
-    client = ApiClient("http://127.0.0.1:1")
-    infs = {
-        r.plural: Informer(client, r) for r in (PODS, PDBS, REPLICASETS, DEPLOYMENTS, STATEFULSETS)
-    }
-    dc = DisruptionController(
-        Clock(1.0),
-        client,
-        infs["pods"],
-        infs["poddisruptionbudgets"],
-        infs["replicasets"],
-        infs["deployments"],
-        infs["statefulsets"],
-    )
-    return dc, infs
-
-
 def test_members_follow_labels_and_budgets_are_queued() -> None:
-    dc, infs = _controller()
+    dc, infs = disruption_controller()
     pods, pdbs = infs["pods"], infs["poddisruptionbudgets"]
     pods._upsert(_obj("Pod", "a", "pa", meta={"labels": {"app": "x"}}))
     pdbs._upsert(
@@ -50,19 +24,19 @@ def test_members_follow_labels_and_budgets_are_queued() -> None:
             "PodDisruptionBudget", "budget", "b1", spec={"selector": {"matchLabels": {"app": "x"}}}
         )
     )
-    assert dc._members[("ns", "budget")] == {("ns", "a")}
+    assert dc._members[("ns", "budget")].names() == {"a"}
     pods._upsert(_obj("Pod", "b", "pb", meta={"labels": {"app": "x"}, "resourceVersion": "2"}))
     pods._upsert(_obj("Pod", "c", "pc", meta={"labels": {"app": "y"}, "resourceVersion": "2"}))
-    assert dc._members[("ns", "budget")] == {("ns", "a"), ("ns", "b")}
+    assert dc._members[("ns", "budget")].names() == {"a", "b"}
     pods._upsert(_obj("Pod", "a", "pa", meta={"labels": {"app": "z"}, "resourceVersion": "3"}))
-    assert dc._members[("ns", "budget")] == {("ns", "b")}
+    assert dc._members[("ns", "budget")].names() == {"b"}
     pods._delete(_obj("Pod", "b", "pb"))
-    assert dc._members[("ns", "budget")] == set()
+    assert dc._members[("ns", "budget")].names() == set()
     assert len(dc.queue) == 1
 
 
 def test_scale_of_resolves_deployments_above_replicasets() -> None:
-    dc, infs = _controller()
+    dc, infs = disruption_controller()
     infs["deployments"]._upsert(_obj("Deployment", "d", "ud", spec={"replicas": 5}))
     dref = {"kind": "Deployment", "uid": "ud", "controller": True}
     infs["replicasets"]._upsert(
