@@ -105,7 +105,9 @@ class BudgetGate:
         self.pdbs = pdbs
         self._budgets: dict[Key, _Budget] = {}
         self._by_pod: dict[tuple[str, str], Key] = {}
-        self._tick = asyncio.Event()
+        self._ticks: dict[Key, asyncio.Event] = {}
+        """One per budget someone waits on: a change of one budget wakes only the evictions
+        waiting under it, not every eviction of every node being drained at once."""
 
     # ------------------------------------------------------------------ what is seen
 
@@ -128,14 +130,14 @@ class BudgetGate:
                 if pod in shown:
                     ev.shown = True
                 self._drop_if_done(key, budget, pod, ev)
-        self._notify()
+        self._notify(key)
 
     def forget_budget(self, pdb: Mapping[str, Any]) -> None:
         key = (o.namespace(pdb), o.name(pdb))
         budget = self._budgets.pop(key, None)
         for pod in budget.evictions if budget is not None else ():
             self._by_pod.pop((key[0], pod), None)
-        self._notify()
+        self._notify(key)
 
     def observe_pod(self, pod: Mapping[str, Any], *, deleted: bool = False) -> None:
         """An event of a pod: one terminating or deleted may free its eviction's token."""
@@ -152,7 +154,7 @@ class BudgetGate:
         ev.gone_rv = _rv(pod)
         ev.gone_seq = budget.seq
         self._drop_if_done(key, budget, name, ev)
-        self._notify()
+        self._notify(key)
 
     # ------------------------------------------------------------------ tokens
 
@@ -232,7 +234,7 @@ class BudgetGate:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return False
-            await self.wait_change(remaining)
+            await self.wait_change(key, remaining)
         return True
 
     def release(self, key: Key, pod: Mapping[str, Any], approved: bool) -> None:
@@ -247,7 +249,7 @@ class BudgetGate:
             else:
                 del budget.evictions[name]
                 self._by_pod.pop((key[0], name), None)
-        self._notify()
+        self._notify(key)
 
     def held(self, key: Key) -> list[str]:
         """Pods whose evictions still hold a token of the budget (for reports and tests)."""
@@ -259,12 +261,17 @@ class BudgetGate:
 
     # ------------------------------------------------------------------ waiting
 
-    def _notify(self) -> None:
-        self._tick.set()
-        self._tick = asyncio.Event()
+    def _notify(self, key: Key) -> None:
+        tick = self._ticks.pop(key, None)
+        if tick is not None:
+            tick.set()
 
-    async def wait_change(self, timeout: float) -> None:
-        tick = self._tick
+    async def wait_change(self, key: Key, timeout: float) -> None:
+        """Until budget `key` changes (its status, an eviction answered or a pod gone under
+        it), or `timeout` seconds."""
+        tick = self._ticks.get(key)
+        if tick is None:
+            tick = self._ticks[key] = asyncio.Event()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):  # wait_for would swallow a cancellation (3.11)
                 await tick.wait()

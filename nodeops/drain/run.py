@@ -458,7 +458,7 @@ class DrainRun:
                 if not retry:
                     return
                 if budget is not None:
-                    await self.gate.wait_change(self.options.retry_max)
+                    await self.gate.wait_change(budget, self.options.retry_max)
                 else:
                     await asyncio.sleep(delay)
                     delay = min(self.options.retry_max, delay * 2)

@@ -9,7 +9,9 @@ the budget really allows, and once everything has arrived it must hold none for 
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -195,3 +197,34 @@ def test_a_snapshot_reads_the_one_status_it_has() -> None:
     assert gate.tokens(KEY) == 1
     assert gate.try_take(KEY, pod("p2"))
     assert gate.tokens(KEY) == 0
+
+
+async def test_a_budgets_change_wakes_only_the_evictions_waiting_under_it() -> None:
+    """Fifty nodes drained at once wait under many budgets: a change of one must not wake
+    every waiting eviction of every other budget (each would only look and wait again)."""
+    budgets = Budgets()
+    budgets.put(budget("1", 0))
+    budgets.put(budget("1", 0, name="db"))
+    gate = BudgetGate(budgets)
+    web = asyncio.create_task(gate.acquire(KEY, pod("w1"), timeout=30))
+    db = asyncio.create_task(gate.acquire(("default", "db"), pod("d1", app="db"), timeout=30))
+    await asyncio.sleep(0)
+    woken: list[str] = []
+    original = gate.try_take
+
+    def counting(key: tuple[str, str], p: Mapping[str, Any]) -> bool:
+        woken.append(key[1])
+        return original(key, p)
+
+    gate.try_take = counting  # type: ignore[method-assign]
+    changed = budget("2", 1, name="db")
+    budgets.put(changed)
+    gate.observe_budget(changed)
+    assert await db
+    assert woken == ["db"]
+    assert not web.done()
+    changed = budget("2", 1)
+    budgets.put(changed)
+    gate.observe_budget(changed)
+    assert await web
+    assert woken == ["db", "web"]
