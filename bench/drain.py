@@ -328,6 +328,20 @@ def _program(tool: str) -> list[str]:
     return [shutil.which("kubectl") or "kubectl"]
 
 
+def run_drainer(
+    tool: str, command: list[str], env: dict[str, str]
+) -> tuple[float, subprocess.CompletedProcess[str]]:
+    """Run one drainer to its end: its wall seconds and what it printed; a failure raises."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        command, capture_output=True, text=True, env=env, timeout=TOOL_TIMEOUT, check=False
+    )
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"{tool} drain failed ({done.returncode}): {done.stderr[-2000:]}")
+    return wall, done
+
+
 def _command(tool: str, kubeconfig: Path, node: str = TARGET) -> list[str]:
     return [*_program(tool), "drain", node, *DRAIN_ARGS, "--kubeconfig", str(kubeconfig)]
 
@@ -366,18 +380,7 @@ def run_once(
                 check=True,
             )
         api.call("DELETE", "/sim/requests")
-        started = time.perf_counter()
-        done = subprocess.run(
-            _command(tool, kubeconfig),
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=TOOL_TIMEOUT,
-            check=False,
-        )
-        wall = time.perf_counter() - started
-        if done.returncode != 0:
-            raise RuntimeError(f"{tool} drain failed ({done.returncode}): {done.stderr[-2000:]}")
+        wall, done = run_drainer(tool, _command(tool, kubeconfig), env)
         state = end_state(api, pods)
     finally:
         stats = sim.stop()

@@ -58,6 +58,7 @@ from bench.drain import (
     _program,
     _replicaset,
     _running,
+    run_drainer,
 )
 from nodeops.sim.attach.kubeconfig import load_target
 from nodeops.sim.attach.labels import ATTACH_LABEL
@@ -420,17 +421,7 @@ def _drain(drainer: str, kubeconfig: Path, node: str, env: dict[str, str]) -> tu
             "requests_by_verb": own["requests_by_verb"],
             "last_eviction_seconds": own["last_eviction_seconds"],
         }
-    done = subprocess.run(
-        _drainer_command(drainer, kubeconfig, node),
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=TOOL_TIMEOUT,
-        check=False,
-    )
-    wall = time.perf_counter() - started
-    if done.returncode != 0:
-        raise RuntimeError(f"{drainer} failed ({done.returncode}): {done.stderr[-2000:]}")
+    wall, done = run_drainer(drainer, _drainer_command(drainer, kubeconfig, node), env)
     if drainer == "kubectl":
         verbs: Counter[str] = Counter(m[1] for m in _KUBECTL_REQUEST.finditer(done.stderr))
         return wall, {
