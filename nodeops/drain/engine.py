@@ -89,6 +89,9 @@ class Drainer:
         self.on_warnings = on_warnings  # the pre-flight passed with these warnings
         # When each node's volume wait began, for `volume_timeout` across `step` passes.
         self.volumes_since: dict[str, float] = {}
+        # The budgets each node's last `step` waited on, and the nodes waiting on each budget.
+        self._held: dict[str, frozenset[tuple[str, str]]] = {}
+        self._holding: dict[tuple[str, str], set[str]] = {}
 
     # ------------------------------------------------------------------ cordon
 
@@ -154,18 +157,41 @@ class Drainer:
         try:
             progress = await run.step()
         except Exception as exc:
+            self._hold(node_name, frozenset())
             run.publish(None, exc)
             raise
         finally:
             await run.close()
             if owned:
                 await sources.close()
+        self._hold(node_name, frozenset() if progress.complete else progress.held_by)
         run.publish(progress)
         return progress
+
+    def nodes_held_by(self, namespace: str, name: str) -> set[str]:
+        """The nodes whose last pass (`step`) a budget `namespace/name` held back: the drains
+        a change of that budget can move on, and the only ones a caller need wake for it
+        (waking every drain at every budget change costs a pass per drain per eviction)."""
+        return self._holding.get((namespace, name), set()) | self._holding.get(
+            (namespace, ""), set()
+        )
+
+    def _hold(self, node_name: str, budgets: frozenset[tuple[str, str]]) -> None:
+        for key in self._held.pop(node_name, frozenset()) - budgets:
+            nodes = self._holding.get(key)
+            if nodes is not None:
+                nodes.discard(node_name)
+                if not nodes:
+                    del self._holding[key]
+        if budgets:
+            self._held[node_name] = budgets
+            for key in budgets:
+                self._holding.setdefault(key, set()).add(node_name)
 
     def stopped(self, node_name: str) -> None:
         """The caller gave up draining `node_name` before it completed (its request was
         withdrawn): the drain is no longer reported as in progress."""
+        self._hold(node_name, frozenset())
         DRAINS.finished(self.label(), node_name)
 
     def label(self) -> str:

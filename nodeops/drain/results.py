@@ -23,6 +23,10 @@ class DrainProgress:
     failures: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     volumes: list[str] = field(default_factory=list)  # still attached (with wait_for_volumes)
+    held_by: frozenset[tuple[str, str]] = frozenset()
+    """The budgets that held back pods of this pass, (namespace, name); the name is "" for a pod
+    under several budgets, which the server judges on its own. Its next pass can only do more
+    once one of these changes (or a pod of the node does)."""
 
     @property
     def blocking(self) -> dict[str, str]:

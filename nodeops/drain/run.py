@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodeops.common.selectors import parse_label_selector
 from nodeops.drain.budgets import BudgetGate
+from nodeops.drain.budgets import Key as BudgetKey
 from nodeops.drain.classify import (
     Behavior,
     Classification,
@@ -86,7 +87,9 @@ class DrainRun:
         self.attempted: dict[str, str] = {}  # ref -> uid evicted (approved)
         self.gone_early: dict[str, Obj] = {}  # deleted while its eviction was unanswered
         self.evicted: list[str] = []
-        self.budget_waits: set[str] = set()  # refs whose last eviction a budget held back
+        self.budget_waits: dict[str, BudgetKey] = {}
+        """Refs whose last eviction a budget held back, with that budget ((namespace, "") for a
+        pod under several, which the server refused on its own)."""
         self.fatal: DrainError | None = None
         self.sem = asyncio.Semaphore(self.options.max_in_flight)
         self.last_message = ""
@@ -131,7 +134,13 @@ class DrainRun:
 
     def _waiting(self, plan: Plan) -> int:
         """Pods of the plan's current batch whose last eviction a budget held back."""
-        return len(self.budget_waits & {d.ref for d in plan.evict_now})
+        return len(self.budget_waits.keys() & {d.ref for d in plan.evict_now})
+
+    def _held_by(self, plan: Plan) -> frozenset[BudgetKey]:
+        """The budgets holding back pods of the plan's current batch."""
+        return frozenset(
+            self.budget_waits[d.ref] for d in plan.evict_now if d.ref in self.budget_waits
+        )
 
     def publish(self, progress: DrainProgress | None, error: Exception | None = None) -> None:
         """Report a pass to the drain metrics: complete, out of time or its node gone ends the
@@ -204,6 +213,7 @@ class DrainRun:
             dict(self.failures),
             classification.warning_lines(),
             list(volumes or ()),
+            self._held_by(plan),
         )
 
     def _report(self, progress: DrainProgress) -> None:
@@ -411,13 +421,13 @@ class DrainRun:
                 budget = None if self.options.disable_eviction else self.gate.budget_for(current)
                 if budget is not None:
                     if self.gate.tokens(budget) <= 0:
-                        self._refused(d, current, budget_wait(*budget), budget=True)
+                        self._refused(d, current, budget_wait(*budget), budget=budget)
                         if not retry:
                             return
                     wait = self.options.retry_max if retry else self.options.pass_seconds
                     if not await self.gate.acquire(budget, current, wait):
                         if not retry:
-                            self._refused(d, current, budget_wait(*budget), budget=True)
+                            self._refused(d, current, budget_wait(*budget), budget=budget)
                             return
                         continue  # still no room: look at the pod again, then keep waiting
                 outcome_known = False
@@ -446,7 +456,7 @@ class DrainRun:
                         self.gate.release(budget, current, not outcome_known or refusal is None)
                 if refusal is None:
                     self.failures.pop(d.ref, None)
-                    self.budget_waits.discard(d.ref)
+                    self.budget_waits.pop(d.ref, None)
                     self.attempted[d.ref] = uid
                     self.evicted.append(d.ref)
                     early = self.gone_early.pop(d.ref, None)
@@ -454,7 +464,8 @@ class DrainRun:
                         self._gone(early)
                     self.changed.set()
                     return
-                self._refused(d, current, refusal, budget=result == REFUSED)
+                held = (budget or (o.namespace(current), "")) if result == REFUSED else None
+                self._refused(d, current, refusal, budget=held)
                 if not retry:
                     return
                 if budget is not None:
@@ -465,14 +476,15 @@ class DrainRun:
         finally:
             self.in_flight.pop(d.ref, None)
 
-    def _refused(self, d: Decision, pod: Obj, why: str, *, budget: bool) -> None:
+    def _refused(self, d: Decision, pod: Obj, why: str, *, budget: BudgetKey | None) -> None:
+        """A refusal of `d`'s eviction; `budget` when a disruption budget refused it."""
         if self.failures.get(d.ref) != why:
             self.d.event(pod, WARNING, "EvictionBlocked", "Evict", why)
         self.failures[d.ref] = why
-        if budget:
-            self.budget_waits.add(d.ref)
+        if budget is not None:
+            self.budget_waits[d.ref] = budget
         else:
-            self.budget_waits.discard(d.ref)
+            self.budget_waits.pop(d.ref, None)
         self.changed.set()
 
 

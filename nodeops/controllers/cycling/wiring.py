@@ -30,7 +30,6 @@ from nodeops.controllers.cycling.request.indexes import (
     BY_ANNOTATED_FOR,
     BY_OWNER_MOVES,
     BY_OWNER_STATE,
-    BY_PHASE,
     BY_QUEUED_FOR,
     BY_SELECTED_FOR,
     BY_STATE,
@@ -40,7 +39,6 @@ from nodeops.controllers.cycling.request.indexes import (
     owner_moves,
     owner_state,
     owner_uid,
-    phase,
     phase_of,
     queued_for,
     requests_of,
@@ -56,6 +54,7 @@ from nodeops.controllers.kit import (
     Channel,
     Drainers,
     clock_at,
+    more_than_notes_changed,
     node_changed,
     to_request,
     use_clock,
@@ -152,7 +151,6 @@ def install(
         indexers={
             BY_OWNER: owner_uid,
             BY_NODE: spec_node,
-            BY_PHASE: phase,
             BY_OWNER_STATE: owner_state,
             BY_OWNER_MOVES: owner_moves,
         },
@@ -194,6 +192,9 @@ def install(
         time=time,
         notifier=notifier,
     )
+    # One set of drain sources for every node's drain: shared informers, and budget tokens that
+    # outlive a pass and are shared by every drain under the same budgets.
+    drainers = Drainers.for_manager(manager, NODE_CONTROLLER)
     child_reconciler = CycleNodeStatusReconciler(
         client=manager.client,
         children=children,
@@ -204,9 +205,7 @@ def install(
         events=events,
         settings=settings,
         time=time,
-        # One set of drain sources for every node's drain: shared informers, and budget tokens
-        # that outlive a pass and are shared by every drain under the same budgets.
-        drainers=Drainers.for_manager(manager, NODE_CONTROLLER),
+        drainers=drainers,
     )
 
     def active_requests(_: Obj) -> Iterable[Request]:
@@ -225,8 +224,12 @@ def install(
         name = str(node) if node else o.name(obj)
         return requests_of(children.index_keys(BY_NODE, name))
 
-    def draining_children(_: Obj) -> Iterable[Request]:
-        return requests_of(in_namespace(children.index_keys(BY_PHASE, "DrainingPods"), namespace))
+    def children_held_by(pdb: Obj) -> Iterable[Request]:
+        # Only the drains this budget held back: waking every draining child at every budget
+        # change (each eviction changes one) cost a pass per node drained at once per eviction.
+        # A child not yet past its first pass has a reconcile queued already.
+        held = drainers.nodes_held_by(o.namespace(pdb), o.name(pdb))
+        return requests_of([k for node in held for k in children.index_keys(BY_NODE, node)])
 
     def children_of_request(obj: Obj) -> Iterable[Request]:
         return requests_of(children.index_keys(BY_OWNER, o.uid(obj)))
@@ -238,7 +241,8 @@ def install(
             max_concurrent_reconciles=settings.request_workers,
         )
         .for_(requests)
-        .owns(children)
+        # A child's drain notes are not the request's business; its phase and counts are.
+        .owns(children, update_predicate=more_than_notes_changed)
         .watches(nodes, _tolerant(active_requests), update_predicate=node_changed)
         .watches(nodegroups, _tolerant(active_requests))
         .watches(requests, _tolerant(waiting_requests), update_predicate=phase_or_deletion_changed)
@@ -249,10 +253,10 @@ def install(
             child_reconciler,
             max_concurrent_reconciles=settings.node_workers,
         )
-        .for_(children)
+        .for_(children, update_predicate=more_than_notes_changed)
         .watches(pods, _tolerant(children_on_node), update_predicate=pod_changed)
         .watches(nodes, _tolerant(children_on_node), update_predicate=node_changed)
-        .watches(pdbs, _tolerant(draining_children))
+        .watches(pdbs, _tolerant(children_held_by))
         .watches(
             requests, _tolerant(children_of_request), update_predicate=phase_or_deletion_changed
         )

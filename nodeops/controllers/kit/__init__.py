@@ -8,7 +8,8 @@ the kit imports no controller.
 - `clock`: the manager's one clock (cluster time, and wall seconds for requeues);
 - `events`: an event sink that is always there (`NULL_EVENTS` when there is no recorder);
 - `status`: the status writer (guarded merge patches of what changed, transitions made visible);
-- `predicates`: `node_changed`, a node update that is more than a heartbeat;
+- `predicates`: `node_changed`, a node update that is more than a heartbeat, and
+  `more_than_notes_changed`, an update of a controller's object that is more than its notes;
 - `drain`: the "node is going away" preset, a controller's Drainers, one pass -> done/wait/failed;
 - `channel`: requests from events that are not the cluster's (a cloud poller, a reload);
 - `keys`: the prefix rule of a controller's label and annotation keys (and `compat: sapcc`);
@@ -29,7 +30,7 @@ from nodeops.controllers.kit.drain import (
 )
 from nodeops.controllers.kit.events import NULL_EVENTS, EventSink, events_or_null
 from nodeops.controllers.kit.keys import PrefixedKeys
-from nodeops.controllers.kit.predicates import node_changed
+from nodeops.controllers.kit.predicates import more_than_notes_changed, node_changed
 from nodeops.controllers.kit.progress import NodeProgress, ProgressError, patch_node, record_step
 from nodeops.controllers.kit.status import (
     StatusWriter,
@@ -62,6 +63,7 @@ __all__ = [
     "every_object",
     "going_away",
     "merge_patch",
+    "more_than_notes_changed",
     "node_changed",
     "patch_node",
     "record_step",

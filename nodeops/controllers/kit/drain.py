@@ -97,9 +97,19 @@ class Drainers:
             )
         return found
 
+    def nodes_held_by(self, namespace: str, name: str) -> set[str]:
+        """The nodes whose last pass, with any of these Drainers, waited on the budget
+        `namespace/name` (see `Drainer.nodes_held_by`)."""
+        held: set[str] = set()
+        for drainer in self._made.values():
+            held |= drainer.nodes_held_by(namespace, name)
+        return held
+
     def stopped(self, node: str) -> None:
         """The controller gave up draining `node` before it completed (its request was
         withdrawn): the drain is no longer reported as in progress."""
+        for drainer in self._made.values():
+            drainer.stopped(node)
         DRAINS.finished(self.controller, node)
 
 

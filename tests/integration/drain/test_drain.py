@@ -385,6 +385,44 @@ async def test_step_reports_progress_without_waiting(cluster: Any) -> None:
     assert monitor.evictions["s"] == 0
 
 
+async def test_a_pass_names_the_budgets_holding_it_and_the_drainer_the_nodes_they_hold(
+    cluster: Any,
+) -> None:
+    """A controller wakes a drain for a budget's change only if that budget held its last
+    pass back: the pass names it, the Drainer keeps it until a later pass is no longer held
+    (or the drain is stopped), and another budget's change names no node."""
+    _, client, monitor = cluster
+    await create_on(client, "node-0", deployment("h", 2))
+    await running(client, "h", 2)
+    await client.create(PDBS, pdb("h", "h", minAvailable=2), NS)
+    await client.create(PDBS, pdb("other", "nothing-here", minAvailable=1), NS)
+    monitor.watch("h", min_available=1)
+    await settle_pdb(client, "h", 2)
+    from nodeops.kube.objects import now
+
+    drainer = Drainer(client, DrainOptions())
+    started = now()
+    progress = await drainer.step("node-0", started)
+    assert progress.held_by == {(NS, "h")}
+    assert drainer.nodes_held_by(NS, "h") == {"node-0"}
+    assert drainer.nodes_held_by(NS, "other") == set()
+    assert drainer.nodes_held_by("elsewhere", "h") == set()
+
+    drainer.stopped("node-0")
+    assert drainer.nodes_held_by(NS, "h") == set()
+    await drainer.step("node-0", started)
+    assert drainer.nodes_held_by(NS, "h") == {"node-0"}
+
+    await client.patch(PDBS, "h", {"spec": {"minAvailable": 1}}, NS)
+    await settle_pdb(client, "h", 2)
+
+    async def drained() -> bool:
+        return (await drainer.step("node-0", started)).complete
+
+    await wait_until(drained)
+    assert drainer.nodes_held_by(NS, "h") == set()
+
+
 async def test_missing_node_is_not_found(cluster: Any, mode: str) -> None:
     _, client, _ = cluster
     with pytest.raises(errors.NotFound):

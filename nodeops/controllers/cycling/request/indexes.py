@@ -30,7 +30,6 @@ __all__ = [
     "BY_ANNOTATED_FOR",
     "BY_OWNER_MOVES",
     "BY_OWNER_STATE",
-    "BY_PHASE",
     "BY_QUEUED_FOR",
     "BY_SELECTED_FOR",
     "BY_STATE",
@@ -41,7 +40,6 @@ __all__ = [
     "owner_moves",
     "owner_state",
     "owner_uid",
-    "phase",
     "phase_of",
     "queued_for",
     "requests_of",
@@ -54,9 +52,6 @@ __all__ = [
 ]
 
 Obj = Mapping[str, Any]
-
-BY_PHASE = "cycling-phase"
-"""CycleNodeStatuses by phase: those draining, for a budget's events."""
 
 BY_STATE = "cycling-state"
 """CycleNodeRequests by `state`: the unfinished ones, for node and node group events."""
@@ -91,10 +86,6 @@ MOVES_BITS = 63
 
 def phase_of(obj: Obj) -> str:
     return str((obj.get("status") or {}).get("phase") or "")
-
-
-def phase(obj: Obj) -> list[str]:
-    return [phase_of(obj)]
 
 
 def state(obj: Obj) -> str:

@@ -22,6 +22,7 @@ from nodeops.controllers.kit import (
     every_object,
     going_away,
     merge_patch,
+    more_than_notes_changed,
     node_changed,
     to_request,
     use_clock,
@@ -87,6 +88,48 @@ def test_a_heartbeat_is_not_news() -> None:
 )
 def test_spec_metadata_and_the_kubelet_version_are_news(change: dict[str, Any]) -> None:
     assert node_changed(node(), node(**change))
+
+
+# ---------------------------------------------------------------------- more_than_notes_changed
+
+
+def child(**status: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "c", "labels": {"a": "1"}, "resourceVersion": "1"},
+        "spec": {"nodeName": "n"},
+        "status": {"phase": "DrainingPods", "message": "3 pods left", "podsToMove": 3, **status},
+    }
+
+
+def test_a_new_note_wakes_nobody() -> None:
+    """A drain rewrites its message and Drained condition as pods leave: no reconcile for it."""
+    new = child(message="2 pods left", conditions=[{"type": "Drained", "status": "False"}])
+    new["metadata"]["resourceVersion"] = "2"
+    new["metadata"]["managedFields"] = [{"manager": "nodeops"}]
+    assert not more_than_notes_changed(child(), new)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"phase": "DeletingNode"},
+        {"podsToMove": 4},
+        {"forced": True},
+        {"currentNode": {"name": "n"}},
+    ],
+)
+def test_a_phase_or_a_field_a_reconciler_acts_on_is_news(change: dict[str, Any]) -> None:
+    assert more_than_notes_changed(child(), child(**change))
+
+
+def test_the_spec_and_the_metadata_are_news() -> None:
+    for path, value in (("spec", {"nodeName": "m"}), ("metadata", {"name": "c", "labels": {}})):
+        new = child()
+        new[path] = {**value, "resourceVersion": "1"} if path == "metadata" else value
+        assert more_than_notes_changed(child(), new)
+    deleting = child()
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert more_than_notes_changed(child(), deleting)
 
 
 def test_a_condition_changing_status_or_reason_is_news() -> None:
