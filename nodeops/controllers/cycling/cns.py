@@ -58,6 +58,12 @@ def drain_options(force: bool) -> DrainOptions:
 _CHAIN = 8
 """Phases one reconcile may go through before handing back to the queue."""
 
+NOTE_SECONDS = 5.0
+"""A drain's message changes each time a pod leaves or a budget answers; it is rewritten at most
+this often (cluster seconds), so a node of thirty pods costs a few status writes rather than
+thirty, each of which every watcher of CycleNodeStatuses decodes. A phase change, and a drain's
+first message, are written at once."""
+
 
 class CycleNodeStatusReconciler:
     def __init__(
@@ -85,6 +91,8 @@ class CycleNodeStatusReconciler:
         self.time = time
         self.status = StatusWriter(client, CYCLENODESTATUSES, events, time)
         self.drainers = drainers or Drainers(client, controller="cyclenodestatus", events=events)
+        self._noted: dict[tuple[str, str], datetime] = {}
+        """When each draining child's message was last written (`NOTE_SECONDS`)."""
 
     def drainer(self, force: bool) -> Drainer:
         return self.drainers.get(drain_options(force))
@@ -92,6 +100,7 @@ class CycleNodeStatusReconciler:
     async def reconcile(self, request: Request, ctx: ReconcileContext) -> Result | None:
         obj = self.children.get(request.name, request.namespace)
         if obj is None:
+            self._noted.pop((request.namespace or "", request.name), None)
             return None
         view = View(obj)
         if view.phase in TERMINAL_PHASES:
@@ -308,14 +317,22 @@ class CycleNodeStatusReconciler:
                 condition=("Drained", "False", outcome.reason, outcome.message[:32768]),
             )
             return Result(requeue_after=self.time.wall(self.settings.check_interval))
-        await self.status.commit(
-            view,
-            message=outcome.message,
-            condition=("Drained", "False", "Draining", outcome.message[:32768]),
-        )
         after = self.settings.check_interval
         if deadline is not None and not force:
             after = min(after, max(1.0, deadline - self.time.since(started) + 1))
+        noted = self._noted.get(key := (view.namespace, o.name(view.obj)))
+        wait = NOTE_SECONDS - self.time.since(noted) if noted is not None else 0.0
+        changed = view.status.get("message") != outcome.message
+        if changed and wait > 0:
+            after = min(after, wait)  # the newer message is written then, if still current
+        else:
+            await self.status.commit(
+                view,
+                message=outcome.message,
+                condition=("Drained", "False", "Draining", outcome.message[:32768]),
+            )
+            if changed:
+                self._noted[key] = self.time.now()
         return Result(requeue_after=self.time.wall(after))
 
     async def _deleting(

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from prometheus_client import generate_latest
 
+from nodeops.controllers.cycling.cns import NOTE_SECONDS
 from nodeops.controllers.cycling.keys import CYCLE_TAINT, NODE_FINALIZER, SELECTED_LABEL
-from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS
+from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS, CYCLENODESTATUSES
 from nodeops.demo.scenario import demo_scenario, group_names
 from nodeops.kube.metrics import REGISTRY
 
@@ -77,3 +79,31 @@ async def test_no_request_is_lost_between_batches() -> None:
         assert w.requests_sent > 0
         assert w.requests_failed == 0
         assert w.record.violations == []
+
+
+async def test_a_drains_message_is_rewritten_at_most_every_few_seconds() -> None:
+    """Each pod leaving changes a drain's message; each write of it is decoded by every watcher
+    of CycleNodeStatuses, so it is written at most every `NOTE_SECONDS` of cluster time while the
+    drain goes on, and still ends current (the phase change that ends the drain is written at
+    once)."""
+    scenario = demo_scenario(2, groups=1, boot_seconds=30, grace_seconds=2, pods_per_node=12)
+    async with world(scenario) as w:
+        notes: dict[str, list[tuple[float, str]]] = {}
+
+        def written(_: str, obj: dict[str, Any], prev: dict[str, Any] | None) -> None:
+            status, before = obj.get("status") or {}, (prev or {}).get("status") or {}
+            if status.get("phase") != "DrainingPods" or before.get("phase") != "DrainingPods":
+                return
+            if status.get("message") != before.get("message"):
+                at = w.clock.now().timestamp()
+                notes.setdefault(obj["metadata"]["name"], []).append((at, status["message"]))
+
+        on_write(w, CYCLENODESTATUSES, written)
+        await w.create_request(request("roll", group_names(1), cycleSettings={"concurrency": 2}))
+        done = await wait_phase(w, "roll", ("Successful", "Failed"))
+        assert done["status"]["phase"] == "Successful", done["status"]
+        assert notes, "no drain wrote a second message: the test drains too little"
+        for child, written_at in notes.items():
+            gaps = [b[0] - a[0] for a, b in itertools.pairwise(written_at)]
+            # A little under NOTE_SECONDS: the clock is read as the write is stored.
+            assert all(g >= NOTE_SECONDS - 0.5 for g in gaps), (child, gaps)
