@@ -66,6 +66,9 @@ class WorldOptions:
     context: str | None = None
     sim_controllers: frozenset[str] = frozenset()
     """With `kubeconfig`: the simulator's control-plane loops to run there too."""
+    record: bool = True
+    """Keep the demo's record of the cluster (budget violations, evictions, Ready shares) from
+    the simulator's store; a rehearsal keeps its own."""
     attach_id: str = "demo"
     """With `kubeconfig`: the attach's id. An attach removes what an earlier one of the same id
     left (a crash's remains), so two worlds on one cluster need ids of their own."""
@@ -115,7 +118,9 @@ class World:
             )
             self.clock = self.sim.clock
             self.cloud = self.sim.cloud
-            self.record = ClusterRecord(self.sim.server, self.sim.clock)
+            self.record = ClusterRecord(
+                self.sim.server if options.record else None, self.sim.clock
+            )
         self.flows: list[Flow] = []
         self.client: Client | None = None
         self.manager: Manager | None = None

@@ -184,6 +184,7 @@ class Rehearsal:
                 seed=options.seed,
                 settings=dict(options.settings),
                 controllers=False,
+                record=False,
             )
         )
         recorder = self.recorder = RollRecorder(world.sim.server, world.clock, workloads)

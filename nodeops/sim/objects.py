@@ -17,7 +17,6 @@ into storage, and `for_create` strips an object down to what a client would send
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import math
@@ -29,6 +28,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 import orjson
+
+from nodeops.common.jsonbytes import json_copy
 
 Obj = dict[str, Any]
 RngLike = random.Random | int | str | None
@@ -202,7 +203,7 @@ def for_create(obj: Mapping[str, Any]) -> Obj:
     The creator's entries stay: a server honours `managedFields` sent on create, and they are a
     large share of a real object's size.
     """
-    return strip_for_create(copy.deepcopy(dict(obj)))
+    return strip_for_create(json_copy(dict(obj)))
 
 
 def strip_for_create(out: Obj) -> Obj:
@@ -596,7 +597,7 @@ def pod_from_template(
     r = rng_for(rng, "Pod", namespace, name)
     uid = new_uid(r)
     tmeta = template.get("metadata") or {}
-    spec: Obj = copy.deepcopy(dict(template["spec"]))
+    spec: Obj = json_copy(dict(template["spec"]))
     _apply_pod_defaults(spec)
     labels: dict[str, str] = dict(tmeta.get("labels") or {})
     meta: Obj = {}
@@ -853,7 +854,7 @@ def make_pod(
     r = rng_for(rng, "Pod", namespace, name)
     owner_template = ((owner or {}).get("spec") or {}).get("template")
     if owner_template:
-        template: Obj = copy.deepcopy(owner_template)
+        template: Obj = json_copy(owner_template)
         template.setdefault("metadata", {}).setdefault("labels", {}).update(labels or {})
         if annotations is not None:
             template["metadata"]["annotations"] = {
@@ -1187,7 +1188,7 @@ def _default_template(
     template: Mapping[str, Any] | None, name: str, namespace: str, containers: int
 ) -> Obj:
     if template is not None:
-        return copy.deepcopy(dict(template))
+        return json_copy(dict(template))
     return make_pod_template(app=name, team=namespace, containers=containers)
 
 
@@ -1360,7 +1361,7 @@ def replicaset_for_deployment(
 ) -> Obj:
     """The ReplicaSet the deployment controller creates for the Deployment's current template."""
     spec = deployment["spec"]
-    tmpl = copy.deepcopy(spec["template"])
+    tmpl = json_copy(spec["template"])
     pth = template_hash(tmpl)
     tmpl["metadata"].setdefault("labels", {})[POD_TEMPLATE_HASH_LABEL] = pth
     selector = {**spec["selector"]["matchLabels"], POD_TEMPLATE_HASH_LABEL: pth}

@@ -102,3 +102,15 @@ def test_gc_pause_nests_and_restores() -> None:
             assert not gc.isenabled()
         assert not gc.isenabled()  # the outer pause still holds
     assert gc.isenabled()
+
+
+def test_json_copy_is_deep_and_keeps_what_json_cannot_hold() -> None:
+    from nodeops.common.jsonbytes import json_copy
+
+    obj = {"spec": {"containers": [{"name": "c", "ports": [80]}]}, "n": 1.5, "none": None}
+    copied = json_copy(obj)
+    assert copied == obj
+    copied["spec"]["containers"][0]["ports"].append(81)
+    assert obj["spec"]["containers"][0]["ports"] == [80]
+    huge = {"count": 2**70}  # past 64 bits: orjson refuses it, the slow path copies it
+    assert json_copy(huge) == huge

@@ -359,3 +359,14 @@ def test_selectors_handle_large_lists() -> None:
     selector = parse_label_selector("app in (a1,a2),tier!=db")
     matched = [o for o in objects if selector.matches(o)]
     assert len(matched) == sum(1 for o in objects if o["app"] in ("a1", "a2") and o["tier"] != "db")
+
+
+def test_the_same_requirements_share_one_compiled_matcher() -> None:
+    """A budget's or workload's selector is parsed again at every eviction and pod event:
+    compiling it each time cost more than matching with it."""
+    first = label_selector_from_object({"matchLabels": {"app": "web"}, "matchExpressions": []})
+    again = label_selector_from_object({"matchLabels": {"app": "web"}})
+    other = label_selector_from_object({"matchLabels": {"app": "api"}})
+    assert first.matches is again.matches
+    assert first.matches is not other.matches
+    assert again.matches({"app": "web"}) and not other.matches({"app": "web"})

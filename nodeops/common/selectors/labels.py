@@ -8,6 +8,7 @@ Deployments and our CRDs becomes the same selector.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
@@ -56,11 +57,14 @@ def _match_none(labels: Mapping[str, str] | None) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=4096)
 def _compile_label_matcher(reqs: tuple[LabelRequirement, ...]) -> _MatchFn:
     """Build one function testing every requirement inline.
 
     Only indices reach the generated source; keys and values are bound as constants in its
-    namespace, so no selector text is ever evaluated.
+    namespace, so no selector text is ever evaluated. Kept per set of requirements: a cluster
+    has few distinct selectors, and the same budget's or workload's selector is parsed again at
+    every eviction and every pod event, where compiling it cost more than the matching.
     """
     if not reqs:
         return _match_all

@@ -15,12 +15,12 @@ the 403 answers as well.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from nodeops.common.jsonbytes import json_copy
 from nodeops.common.selectors import label_selector_from_object
 from nodeops.sim.cluster.pdb_status import (
     DISRUPTION_ALLOWED,
@@ -97,7 +97,7 @@ class EvictionDecision:
 
     def delete_options_after_condition(self, updated_pod: Mapping[str, Any]) -> dict[str, Any]:
         """The DeleteOptions for the delete that follows the DisruptionTarget update."""
-        options = copy.deepcopy(self.delete_options)
+        options = json_copy(self.delete_options)
         pre = options.get("preconditions")
         if self.add_disruption_target_condition and pre and pre.get("resourceVersion") is not None:
             pre["resourceVersion"] = (updated_pod.get("metadata") or {}).get("resourceVersion", "")
@@ -144,7 +144,7 @@ def eviction_delete_options(
     raw = eviction.get("deleteOptions")
     if raw is None:
         return {"dryRun": query} if query else {}
-    options: dict[str, Any] = copy.deepcopy(dict(raw))
+    options: dict[str, Any] = json_copy(dict(raw))
     body_dry_run = list(options.get("dryRun") or [])
     if not body_dry_run:
         if query:
@@ -231,7 +231,7 @@ def with_disruption_target_condition(pod: Mapping[str, Any], now: datetime) -> d
     Follows `UpdatePodCondition`: the condition is replaced whole (so lastProbeTime is null), and
     its transition time is kept only if it was already True.
     """
-    out: dict[str, Any] = copy.deepcopy(dict(pod))
+    out: dict[str, Any] = json_copy(dict(pod))
     status = out.setdefault("status", {})
     conditions: list[dict[str, Any]] = status.get("conditions") or []
     status["conditions"] = conditions
@@ -274,7 +274,7 @@ def _resource_version_unset(options: Mapping[str, Any]) -> bool:
 
 
 def _with_resource_version(options: Mapping[str, Any], resource_version: str) -> dict[str, Any]:
-    out: dict[str, Any] = copy.deepcopy(dict(options))
+    out: dict[str, Any] = json_copy(dict(options))
     pre = out.get("preconditions")
     if pre is None:
         pre = out["preconditions"] = {}
@@ -402,7 +402,7 @@ def _check_and_decrement(pdb: Mapping[str, Any], pod_name: str, now: datetime) -
         raise too_many_requests(
             TOO_MANY_REQUESTS_MESSAGE, None, [_cause(_no_disruptions_message(pdb_name, status))]
         )
-    updated: dict[str, Any] = copy.deepcopy(dict(pdb))
+    updated: dict[str, Any] = json_copy(dict(pdb))
     new_status = updated.setdefault("status", {})
     new_status["disruptionsAllowed"] = allowed - 1
     if allowed - 1 == 0:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import bisect
-import copy
 import random
 import re
 import uuid
@@ -22,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from nodeops.common.jsonbytes import json_copy
 from nodeops.common.selectors import FieldSelector, LabelSelector
 from nodeops.sim.clock import Clock, parse_time
 from nodeops.sim.server import cel, errors, serviceips, validation
@@ -66,13 +66,8 @@ class ListResult:
 
 
 def _copied(obj: Any) -> Any:
-    """A deep copy of decoded JSON, through JSON: what every write pays, and 10x faster than
-    `copy.deepcopy` on a pod (a status patch of a 9 KB pod: 1.4 ms against 0.1 ms). Values JSON
-    encoders refuse (integers past 64 bits) take the slow path."""
-    try:
-        return orjson.loads(orjson.dumps(obj))
-    except TypeError:
-        return copy.deepcopy(obj)
+    """What every write pays: a copy of the decoded object it changes (`json_copy`)."""
+    return json_copy(obj)
 
 
 def _meta(obj: dict[str, Any]) -> dict[str, Any]:
