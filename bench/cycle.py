@@ -369,12 +369,7 @@ async def _observed(
             stamp = o.parse_time(o.meta(n).get("creationTimestamp"))
             if stamp is not None:
                 created[o.name(n)] = stamp.timestamp()
-    origin = world.clock.origin.timestamp()
-    boots = []
-    for instance in world.cloud.state.instances.values():
-        when = created.get(instance.node_name)
-        if when is not None and instance.launched_at > origin + 1:
-            boots.append(when - instance.launched_at)
+    boots = boot_seconds(world, created)
     children, _ = await client.list(CYCLENODESTATUSES, OPERATOR_NAMESPACE)
     drains = []
     for child in children:
@@ -387,6 +382,17 @@ async def _observed(
         round(median(boots), 1) if boots else 0.0,
         round(median(drains), 1) if drains else 0.0,
     )
+
+
+def boot_seconds(world: World, created: dict[str, float]) -> list[float]:
+    """Simulated seconds from each replacement's launch to its Node's creation (`created`, by
+    node name): the scenario's boot when the simulator keeps its clock, longer when it lags."""
+    origin = world.clock.origin.timestamp()
+    return [
+        created[instance.node_name] - instance.launched_at
+        for instance in world.cloud.state.instances.values()
+        if instance.node_name in created and instance.launched_at > origin + 1
+    ]
 
 
 def _growth(small: dict[str, Any], large: dict[str, Any]) -> dict[str, Any]:
