@@ -66,12 +66,26 @@ class WorldOptions:
     context: str | None = None
     sim_controllers: frozenset[str] = frozenset()
     """With `kubeconfig`: the simulator's control-plane loops to run there too."""
+    populate: Callable[[SimCluster], None] | None = None
+    """Loads objects into the simulated cluster before its control loops start (see
+    `SimOptions.populate`); the operator's CRDs are there already."""
     record: bool = True
     """Keep the demo's record of the cluster (budget violations, evictions, Ready shares) from
     the simulator's store; a rehearsal keeps its own."""
     attach_id: str = "demo"
     """With `kubeconfig`: the attach's id. An attach removes what an earlier one of the same id
     left (a crash's remains), so two worlds on one cluster need ids of their own."""
+
+
+def _with_crds(populate: Callable[[SimCluster], None]) -> Callable[[SimCluster], None]:
+    """`populate`, with the operator's CRDs installed first, so it can load their objects."""
+
+    def load(sim: SimCluster) -> None:
+        for crd in all_crds():
+            sim.server.create(crd)
+        populate(sim)
+
+    return load
 
 
 def api_requests(snapshot: Mapping[str, Any], agent: str = "nodeops") -> int:
@@ -114,13 +128,12 @@ class World:
                     time_scale=options.time_scale,
                     faults=None,
                     seed=options.seed,
+                    populate=_with_crds(options.populate) if options.populate else None,
                 )
             )
             self.clock = self.sim.clock
             self.cloud = self.sim.cloud
-            self.record = ClusterRecord(
-                self.sim.server if options.record else None, self.sim.clock
-            )
+            self.record = ClusterRecord(self.sim.server if options.record else None, self.sim.clock)
         self.flows: list[Flow] = []
         self.client: Client | None = None
         self.manager: Manager | None = None

@@ -33,6 +33,7 @@ from nodeops.rehearse.snapshot import Snapshot
 from nodeops.rehearse.timings import Workloads, boot_seconds_from_history, pod_start_seconds
 from nodeops.rehearse.watch import RollRecorder
 from nodeops.sim.scenario import Scenario
+from nodeops.sim.serve import SimCluster
 from nodeops.sim.warp import WarpLoop, run_apart
 
 __all__ = [
@@ -177,6 +178,19 @@ class Rehearsal:
         observed = pod_start_seconds(snapshot.of(PODS), workloads)
         history = boot_seconds_from_history(snapshot.of(CYCLENODEREQUESTS), snapshot.of(NODES))
         boot = history if history is not None else options.boot_seconds
+
+        def load(sim: SimCluster) -> None:
+            # Before the copy's control loops start: they list it as they come up.
+            self.copied = copy_snapshot(
+                sim.server,
+                sim.cloud,
+                snapshot,
+                boot_seconds=boot,
+                start_times=StartTimes(observed, options.pod_start_seconds),
+                workloads=workloads,
+            )
+            recorder.loaded()
+
         world = self.world = World(
             WorldOptions(
                 scenario=Scenario(),
@@ -184,22 +198,16 @@ class Rehearsal:
                 seed=options.seed,
                 settings=dict(options.settings),
                 controllers=False,
+                populate=load,
                 record=False,
             )
         )
-        recorder = self.recorder = RollRecorder(world.sim.server, world.clock, workloads)
+        recorder = RollRecorder(world.sim.server, world.clock, workloads)
+        self.recorder = recorder
         stack = contextlib.ExitStack()
         try:
             await world.start()
             _patient_node_lifecycle(world)
-            self.copied = copy_snapshot(
-                world.sim.server,
-                world.cloud,
-                snapshot,
-                boot_seconds=boot,
-                start_times=StartTimes(observed, options.pod_start_seconds),
-                workloads=workloads,
-            )
             await self._warm_up()
             stack.enter_context(_quiet_collector())
             names: dict[str, str] = {}
@@ -233,6 +241,7 @@ class Rehearsal:
             "nodes": self.copied.nodes,
             "pods": self.copied.pods,
             "left_out": self.copied.left_out,
+            "settling": dict(recorder.settling),
             "not_served": snapshot.not_served,
             "wall_seconds": round(time.monotonic() - wall_start, 2),
             "cpu_seconds": round(time.process_time() - cpu_start, 2),

@@ -10,12 +10,14 @@ hash, so the copy does not mistake them for outdated pods and roll them.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodeops.common.jsonbytes import json_copy
 from nodeops.controllers.cycling.resources import NODEGROUPS
 from nodeops.kube.resources import (
     DAEMONSETS,
@@ -35,7 +37,7 @@ from nodeops.rehearse.timings import Workloads
 from nodeops.sim import objects as gen
 from nodeops.sim.cloud import SimCloud
 from nodeops.sim.cluster import sim_annotations as ann
-from nodeops.sim.cluster.kubelet import readiness_delay
+from nodeops.sim.cluster.kubelet import readiness_delay, started_at
 from nodeops.sim.cluster.statefulset import update_revision
 from nodeops.sim.objects import template_hash
 from nodeops.sim.scenario import BUILTIN_NAMESPACES
@@ -334,12 +336,27 @@ def copy_snapshot(
         workload = workloads.of(pod)
         if workload is not None and workload.startswith("DaemonSet/"):
             ds_pods[workload] = ds_pods.get(workload, 0) + 1
-        if _create(server, copy_) is not None:
+        made = _create(server, copy_)
+        if made is not None:
             copied.pods += 1
             if bound:
                 copied.pods_to_start += 1
+                _running_as_seen(server, made, pod)
     copied.desired.update(ds_pods)
     return copied
+
+
+def _running_as_seen(server: SimServer, made: Obj, seen: Mapping[str, Any]) -> None:
+    """Give a pod the snapshot shows running the status it showed, as its kubelet would write
+    it: the copy's kubelets then have nothing to start, and the copy's controllers count it
+    Ready (or not) from their first look. Otherwise the copy replays every pod's start before
+    the roll, a fifth of a rehearsal's work. A status the simulator refuses is left to the
+    copy's kubelet, which starts the pod at once."""
+    status = seen.get("status") or {}
+    if status.get("phase") != "Running" or started_at(dict(seen)) is None:
+        return
+    with contextlib.suppress(ApiError):
+        server.update_status({**made, "status": json_copy(status)})
 
 
 def _was_ready(pod: Mapping[str, Any]) -> bool:

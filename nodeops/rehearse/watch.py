@@ -111,6 +111,10 @@ class RollRecorder:
         self.children: dict[str, Child] = {}
         self.requests: dict[str, Request] = {}
         self.pending_before: set[Key] = set()
+        self.settling = {"pods_created": 0, "pods_deleted": 0}
+        """Pods the copy's own controllers made or deleted between its loading (`loaded`) and
+        the roll: 0 when the copy agrees with the cluster it was taken from."""
+        self._loaded = False
         self._changed = asyncio.Event()
         server.store.write_hooks.append(self._on_write)
 
@@ -131,6 +135,11 @@ class RollRecorder:
         return True
 
     # -- the roll ------------------------------------------------------------------------------
+
+    def loaded(self) -> None:
+        """The copy is loaded: pods made or deleted from here until `start` are its
+        controllers' doing (`settling`)."""
+        self._loaded = True
 
     def start(self, desired: Mapping[str, int]) -> None:
         """Begin recording: the workloads' wanted replicas, and the nodes cordoned before the
@@ -190,6 +199,8 @@ class RollRecorder:
         obj = ev.decoded()
         deleted = ev.type == "DELETED"
         if key == _PODS:
+            if self._loaded and not self.recording and ev.type in ("ADDED", "DELETED"):
+                self.settling["pods_created" if ev.type == "ADDED" else "pods_deleted"] += 1
             self._pod(obj, deleted)
         elif key == _NODES:
             self._node(obj, deleted)

@@ -8,6 +8,7 @@ import contextlib
 import random
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,10 @@ class SimOptions:
     """Kubernikus-style node pools (`nodeops.sim.openstack.NodePool`) of a simulated
     Keystone + Nova served under `/sim/openstack/`."""
     extra: dict[str, Any] = field(default_factory=dict)
+    populate: Callable[[SimCluster], None] | None = None
+    """Loads objects once the server is up and before the control loops start (after the
+    scenario's): the loops list them as they come up, as a restored cluster's controllers do,
+    instead of racing their creation (a ReplicaSet seen before its pods makes its pods again)."""
 
 
 class SimCluster:
@@ -102,6 +107,8 @@ class SimCluster:
     async def start(self) -> None:
         await self.server.start()
         self.populate()
+        if self.options.populate is not None:
+            self.options.populate(self)
         if self.options.controllers:
             from nodeops.sim.cluster import ClusterLoops
 

@@ -20,6 +20,7 @@ from nodeops.sim.server.errors import ApiError
 from nodeops.sim.server.faults import FaultInjector
 from nodeops.sim.server.http import ApiHttp
 from nodeops.sim.server.registry import Registry
+from nodeops.sim.server.resources import ResourceType
 from nodeops.sim.server.store import Store
 from nodeops.sim.server.tls import self_signed, server_context
 
@@ -177,6 +178,17 @@ class SimServer:
 
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Create an object in-process (scenario loading); same rules as a POST."""
+        rt, ns = self._type_of(obj)
+        return self.registry.create(rt, ns, obj)
+
+    def update_status(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Write an object's status in-process; same rules as a PUT of its status."""
+        rt, ns = self._type_of(obj)
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        return self.registry.update(rt, ns, name, obj, "status")
+
+    def _type_of(self, obj: dict[str, Any]) -> tuple[ResourceType, str]:
+        """The stored type of `obj` (by apiVersion and kind) and its namespace."""
         api_version = obj.get("apiVersion", "v1")
         group, _, version = api_version.rpartition("/")
         rt = next(
@@ -190,4 +202,4 @@ class SimServer:
         if rt is None:
             raise ApiError(404, "NotFound", f"no resource for {api_version} {obj.get('kind')}")
         ns = (obj.get("metadata") or {}).get("namespace", "default") if rt.namespaced else ""
-        return self.registry.create(rt, ns, obj)
+        return rt, ns

@@ -118,6 +118,9 @@ async def test_rehearsal_reads_only_and_predicts_the_roll(tmp_path: Path) -> Non
     clock = report["inputs"]["clock"]
     assert clock["mode"] == "warp" and clock["work_takes_time"] is False
     assert clock["skipped_loop_seconds"] > 0
+    # The copy was loaded as the cluster stood, running pods running, before its controllers
+    # started: none of them made or removed a pod before the roll.
+    assert report["inputs"]["settling"] == {"pods_created": 0, "pods_deleted": 0}
     # The live simulator's own loops (kubelets, controllers) speak under their own names.
     verbs = set(calls["nodeops"]["by_verb_resource"])
     writes = {p for p in verbs if not p.startswith(("get/", "list/", "watch/"))}
