@@ -230,3 +230,33 @@ async def test_binding_and_eviction(api: ApiClient) -> None:
 
 async def test_user_agent_names_the_component(api: ApiClient) -> None:
     assert api.session.headers["User-Agent"] == "nodeops-sim/test"
+
+
+async def test_the_clusters_own_writes_ask_for_no_json_field_validation() -> None:
+    """Kube's components write protobuf, which has no unknown or duplicate fields to find; the
+    simulator's loops write JSON, so they ask the server to skip looking (its work, not theirs)."""
+    from aiohttp import web
+
+    seen: list[tuple[str, str]] = []
+
+    async def answer(request: web.Request) -> web.Response:
+        seen.append((request.method, request.query.get("fieldValidation", "")))
+        return web.json_response({"metadata": {"name": "a"}})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", answer)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    client = ApiClient(f"http://127.0.0.1:{port}", component="test")
+    try:
+        await client.create(CONFIGMAPS, cm("a"), NS)
+        await client.update(CONFIGMAPS, {**cm("a"), "metadata": {"name": "a", "namespace": NS}})
+        await client.patch(CONFIGMAPS, "a", {"data": {"k": "v"}}, NS)
+        await client.get(CONFIGMAPS, "a", NS)
+    finally:
+        await client.close()
+        await runner.cleanup()
+    assert seen == [("POST", "Ignore"), ("PUT", "Ignore"), ("PATCH", "Ignore"), ("GET", "")]
