@@ -20,6 +20,9 @@ the same recorder. One JSON document on stdout:
 - `real_observed_boot_seconds`: the real roll's median simulated boot, against the scenario's
   60 s: more means its simulator lagged its clock and the real roll ran longer than the cluster
   it stands for would (then compare at a lower `--real-scale`);
+- `rehearse_pod_start_seconds_observed`: each workload's pod start as the rehearsal read it
+  from the live cluster's pods (2-3 s when the simulator built them at ease; more when building
+  the live cluster loaded it, which the real roll, built again and rolled, does not repeat);
 - the machine's load average at the start and end, because the machine may be shared.
 """
 
@@ -264,6 +267,11 @@ async def one(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
         "rehearse_time_scale": predicted["inputs"]["time_scale"],
         "rehearse_clock": predicted["inputs"].get("clock"),
         "rehearse_exit_code": predicted["exit_code"],
+        # What the rehearsal read from the live cluster's history: a live cluster built at once
+        # on a busy simulator shows its pods' starts slowed by that build.
+        "rehearse_pod_start_seconds_observed": predicted["inputs"].get(
+            "pod_start_seconds_observed"
+        ),
     }
     if args.rehearse_only:
         return {
