@@ -110,8 +110,10 @@ async def test_the_overall_timeout_bounds_retries(aws: Aws) -> None:
     assert caught.value.code in {"Throttling", "Timeout"}
     assert caught.value.retryable
     assert 2 <= aws.proxy.requests["TerminateInstances"] < 1000
-    # Ended by the deadline: not before its last sleep would pass it, and not long after.
-    assert 0.9 <= elapsed < 6.0
+    # Ended by the deadline: not before its last sleep would pass it, and well before the 1000
+    # attempts would end (their jittered delays alone average 25 s). The bound is loose because
+    # one attempt through the proxy can take seconds on a loaded machine.
+    assert 0.9 <= elapsed < 20.0
 
 
 async def test_unreachable_endpoint_is_a_retryable_connection_error(aws: Aws) -> None:
