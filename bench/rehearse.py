@@ -301,7 +301,7 @@ async def one(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     load_start = os.getloadavg()
-    runs = [await one(int(n), args) for n in args.nodes.split(",")]
+    runs = [await one(n, args) for n in args.nodes]
     return {
         "bench": "rehearse",
         "nodeops": __version__,
@@ -313,9 +313,22 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _sizes(text: str) -> list[int]:
+    """`--nodes`: positive cluster sizes, comma-separated."""
+    try:
+        sizes = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of node counts: {text!r}") from None
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"node counts must be 1 or more: {text!r}")
+    return sizes
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", default="20,200", help="comma-separated cluster sizes")
+    parser.add_argument(
+        "--nodes", type=_sizes, default="20,200", help="comma-separated cluster sizes"
+    )
     parser.add_argument("--pods-per-node", type=float, default=30.0)
     parser.add_argument(
         "--rehearse-scale", type=float, default=None, help="default: the rehearsal's own"
