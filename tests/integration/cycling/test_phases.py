@@ -424,6 +424,49 @@ async def test_deleting_a_request_mid_roll_puts_its_nodes_back() -> None:
         await assert_every_transition_is_an_event(w, transitions)
 
 
+async def test_the_cloud_is_not_polled_for_a_request_waiting_on_its_drains() -> None:
+    """A drain held by its budget can last hours; polling the groups all that time (every
+    instance, every interval) is work for nothing, and at a thousand nodes it was the cost
+    that grew with the length of the roll."""
+    async with world(scenario(2, workloads=blocking_budget)) as w:
+        await w.create_request(request("held", GROUP, cycleSettings={"concurrency": 2}))
+
+        async def held() -> bool:
+            found = await children(w, "held")
+            obj = await w.request("held")
+            return (
+                obj is not None
+                and obj.get("status", {}).get("phase") == "WaitingTermination"
+                and bool(found)
+                and all(c.get("status", {}).get("phase") == "DrainingPods" for c in found)
+            )
+
+        await until(held, timeout=60, what="both nodes draining, held by the budget")
+        stats = w.sim.server.stats
+
+        def describes() -> int:
+            ours = stats.snapshot()["by_agent"].get("nodeops", {}).get("by_verb_resource", {})
+            return sum(
+                bucket["requests"]
+                for pair, bucket in ours.items()
+                if pair.endswith("/cloud/nodegroups")
+            )
+
+        before = describes()
+        # Twelve of the poller's intervals (5 s of the cluster's time each).
+        await asyncio.sleep(60 / w.sim.clock.time_scale)
+        assert await held()
+        assert describes() == before
+        # Letting the budget go ends the roll, which needs the cloud again.
+        assert w.client is not None
+        budgets, _ = await w.client.list(PDBS)
+        for pdb in budgets:
+            if pdb["metadata"]["name"] == "api":
+                await w.client.delete(PDBS, "api", pdb["metadata"]["namespace"])
+        done = await wait_phase(w, "held", ("Successful", "Failed"), timeout=120)
+        assert done["status"]["phase"] == "Successful", done["status"]
+
+
 async def test_a_request_waits_for_another_cycling_the_same_nodes() -> None:
     async with world(scenario(2)) as w:
         await w.create_request(request("first", GROUP, cycleSettings={"concurrency": 1}))

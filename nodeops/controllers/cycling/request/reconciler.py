@@ -86,6 +86,9 @@ TRANSITIONS: Final[dict[str, Step]] = {
 _CHAIN = 8
 """Phases one reconcile may go through before handing back to the queue."""
 
+_CLOUD_BLIND: Final = frozenset({"CordoningNode", "WaitingTermination"})
+"""Phases whose steps never read the cloud: they wait on the nodes' children instead."""
+
 
 class CycleNodeRequestReconciler:
     def __init__(
@@ -150,6 +153,23 @@ class CycleNodeRequestReconciler:
             )
             return None
         await adopt_listed_queue(env, view)
+        try:
+            return await self._chain(request, view, spec, ctx)
+        finally:
+            if view.phase in _CLOUD_BLIND:
+                # Nothing in these phases waits on the cloud: polling its groups for them
+                # would describe every instance of the groups every interval for the length
+                # of every drain. The next phase that reads the cloud watches it again.
+                env.cloud.forget(request)
+
+    async def _chain(
+        self,
+        request: Request,
+        view: RequestView,
+        spec: CycleNodeRequestSpec,
+        ctx: ReconcileContext,
+    ) -> Result | None:
+        env = self.env
         for _ in range(_CHAIN):
             phase = view.phase
             step = TRANSITIONS.get(phase)
