@@ -15,7 +15,6 @@ import contextlib
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import structlog
 
@@ -25,6 +24,9 @@ from nodeops.providers.base import NodeGroup, NodeGroups, Provider, ProviderErro
 __all__ = ["CloudWatcher", "Providers", "Snapshot"]
 
 log = structlog.get_logger(__name__)
+
+QUIET_STRETCH = 4
+"""How many intervals the poll may stretch to while the groups it polls do not change."""
 
 
 class Providers:
@@ -64,19 +66,14 @@ class Providers:
 
 @dataclass
 class Snapshot:
-    """The node groups of one provider as last described, and when (monotonic seconds)."""
+    """The node groups of one provider as last described, and when (monotonic seconds).
+
+    A group described again unchanged keeps its object, so a reader can tell by identity that
+    nothing changed and keep what it built from it (an index of thousands of instances).
+    """
 
     groups: dict[str, NodeGroup] = field(default_factory=dict)
     fetched_at: dict[str, float] = field(default_factory=dict)
-    fingerprints: dict[str, tuple[Any, ...]] = field(default_factory=dict)
-
-
-def _fingerprint(group: NodeGroup) -> tuple[Any, ...]:
-    return (
-        group.desired,
-        group.launch_version,
-        tuple(sorted((i.id, i.lifecycle_state.value, i.out_of_date) for i in group.instances)),
-    )
 
 
 class CloudWatcher:
@@ -99,6 +96,7 @@ class CloudWatcher:
         self._interest: dict[Request, tuple[str, frozenset[str]]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._wake = asyncio.Event()
+        self._quiet_polls = 0
 
     # -- interest --------------------------------------------------------------------------
 
@@ -151,7 +149,8 @@ class CloudWatcher:
                 snap.fetched_at.pop(g, None)
         self._wake.set()
 
-    async def _fetch(self, provider: str, groups: list[str]) -> None:
+    async def _fetch(self, provider: str, groups: list[str]) -> bool:
+        """Describe `groups`, wake the requests watching those that changed; True if any did."""
         started = time.monotonic()
         described = await self.providers.get(provider).describe_groups(groups)
         snap = self._snapshots.setdefault(provider, Snapshot())
@@ -163,22 +162,34 @@ class CloudWatcher:
             if group is None:
                 if snap.groups.pop(name, None) is not None:
                     changed.add(name)
-                snap.fingerprints.pop(name, None)
                 continue
-            fingerprint = _fingerprint(group)
-            if snap.fingerprints.get(name) != fingerprint:
+            if snap.groups.get(name) != group:
                 changed.add(name)
-            snap.groups[name] = group
-            snap.fingerprints[name] = fingerprint
-        if changed and self.on_change is not None:
-            for request, (p, wanted) in list(self._interest.items()):
-                if p == provider and wanted & changed:
-                    self.on_change(request)
+                snap.groups[name] = group
+        if changed:
+            self._quiet_polls = 0
+            if self.on_change is not None:
+                for request, (p, wanted) in list(self._interest.items()):
+                    if p == provider and wanted & changed:
+                        self.on_change(request)
+        return bool(changed)
 
     # -- the runnable ----------------------------------------------------------------------
 
+    def _quiet_delay(self) -> float:
+        """The wait before the next poll after `_quiet_polls` polls that found nothing new:
+        the interval, doubled for each up to `QUIET_STRETCH` times it.
+
+        A scale-up waits a boot's time (a minute or more) for instances that change once; the
+        nodes they register wake the request, which then reads the cloud itself. Polling a
+        group of thousands every interval meanwhile cost, per node replaced, in proportion to
+        the roll's length. A change, a new interest or an action of ours polls at once again.
+        """
+        return self.interval * min(QUIET_STRETCH, 2 ** max(0, self._quiet_polls - 1))
+
     async def run(self, stop: asyncio.Event) -> None:
-        """Poll until `stop`: every `interval`, backing off on errors up to `max_backoff`."""
+        """Poll until `stop`: every `interval` while the groups change, less often while they
+        do not (`_quiet_delay`), backing off on errors up to `max_backoff`."""
         delay = self.interval
         while not stop.is_set():
             failed = False
@@ -195,7 +206,8 @@ class CloudWatcher:
                 delay = min(self.max_backoff, max(delay, self.interval) * 2)
             else:
                 self.last_error = None
-                delay = self.interval
+                self._quiet_polls += 1  # a poll that found a change set it to 0 first
+                delay = self._quiet_delay()
             self._wake.clear()
             waits = {asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._wake.wait())}
             try:
@@ -205,4 +217,5 @@ class CloudWatcher:
                     w.cancel()
             if self._wake.is_set() and not failed:
                 # A new interest or an invalidation: poll soon, but never busy-loop.
+                self._quiet_polls = 0
                 await asyncio.sleep(min(self.interval, 0.05))
