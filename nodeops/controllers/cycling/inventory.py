@@ -61,6 +61,9 @@ class Inventory:
     groups: dict[str, NodeGroup]
     by_id: dict[str, Member] = field(default_factory=dict)
     by_provider_id: dict[str, Member] = field(default_factory=dict)
+    _by_groups: dict[frozenset[str], dict[str, Member]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         for name, group in self.groups.items():
@@ -85,6 +88,17 @@ class Inventory:
     def instances(self, groups: Iterable[str] | None = None) -> list[Member]:
         wanted = set(self.groups) if groups is None else set(groups)
         return [m for m in self.by_id.values() if m.group in wanted]
+
+    def by_provider_id_in(self, groups: Iterable[str]) -> dict[str, Member]:
+        """The members of `groups` by provider ID; built once per set of groups, since an
+        inventory is kept for as long as the cloud's answer does not change."""
+        wanted = frozenset(groups)
+        found = self._by_groups.get(wanted)
+        if found is None:
+            found = self._by_groups[wanted] = {
+                pid: m for pid, m in self.by_provider_id.items() if m.group in wanted
+            }
+        return found
 
     def describe_member(self, member: Member) -> str:
         return (

@@ -13,6 +13,7 @@ from nodeops.kube.errors import ApiError, NotSynced
 from nodeops.kube.informer import Informer, InformerFactory, index_pods_by_node
 from nodeops.kube.resources import CONFIGMAPS, NODES, PODS
 from nodeops.sim.server.app import SimServer
+from tests.waiting import until
 
 
 def _pod(name: str, node: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
@@ -154,6 +155,7 @@ async def test_reads_before_sync_raise_instead_of_answering_empty(
             lambda: inf.objects(),
             lambda: inf.by_index("namespace", "default"),
             lambda: inf.index_keys("namespace", "default"),
+            lambda: inf.index_count("namespace", "default"),
             lambda: inf.keys(),
         ):
             with pytest.raises(NotSynced, match="configmaps"):
@@ -161,6 +163,18 @@ async def test_reads_before_sync_raise_instead_of_answering_empty(
         sim.faults.update("")
         await asyncio.wait_for(inf.wait_synced(), 10)
         assert inf.get("exists", "default") is not None
+        for name in ("second", "third"):
+            await client.create(CONFIGMAPS, {"metadata": {"name": name}}, "default")
+
+        async def three() -> bool:
+            return len(inf.index_keys("namespace", "default")) == 3
+
+        await until(three, timeout=10, what="three configmaps cached")
+        assert inf.index_count("namespace", "default") == 3
+        # Keys are namespace/name here; one to leave out twice and one not indexed count once.
+        gone = ["default/second", "default/second", "default/none"]
+        assert inf.index_count("namespace", "default", excluding=gone) == 2
+        assert inf.index_count("namespace", "kube-system") == 0
     finally:
         await inf.stop()
 

@@ -319,7 +319,7 @@ async def waiting_termination(
     if children.failed:
         raise Heal(children.failure_message(), "NodeFailed")
     active = len(children.active)
-    available = env.queued(view)
+    available = env.queued_count(view)
     changes = env.progress(children, view, {})
     refill = int(concurrency(view, spec) * env.settings.batch_refill)
     if not available and active == 0:

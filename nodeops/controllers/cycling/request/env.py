@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
@@ -48,7 +48,7 @@ from nodeops.controllers.kit import Clock, EventSink
 from nodeops.kube import Informer, Request
 from nodeops.kube import objects as o
 from nodeops.kube.client import Client
-from nodeops.providers.base import NodeGroups, ProviderError
+from nodeops.providers.base import NodeGroup, NodeGroups, ProviderError
 
 __all__ = [
     "BY_NODE",
@@ -265,6 +265,14 @@ class RequestEnv:
     _born: dict[str, datetime] = field(init=False, default_factory=dict)
     """When the first Node of each instance (by provider ID, which no other instance has)
     registered: `new_nodes` skips the earlier batches' replacements without reading them."""
+    _settled: dict[str, tuple[datetime | None, set[str]]] = field(init=False, default_factory=dict)
+    """Per request, the provider IDs `new_nodes` found old since the batch's `born_after`."""
+    _inventories: dict[tuple[str, tuple[str, ...]], tuple[tuple[NodeGroup, ...], Inventory]] = (
+        field(init=False, default_factory=dict)
+    )
+    """The last index built per provider and groups, with the group objects it was built from:
+    the snapshot keeps a group's object while it does not change, and a scale-up reconciles
+    many times per batch."""
 
     def __post_init__(self) -> None:
         notifier = self.notifier
@@ -305,6 +313,11 @@ class RequestEnv:
         batch = set(current) if current is not None else {e.name for e in view.current_nodes}
         return [k for k in self.nodes.index_keys(BY_QUEUED_FOR, view.name) if k not in batch]
 
+    def queued_count(self, view: RequestView, current: Iterable[str] | None = None) -> int:
+        """`len(queued(...))`, counted on the index: the progress of every reconcile asks."""
+        batch = current if current is not None else (e.name for e in view.current_nodes)
+        return self.nodes.index_count(BY_QUEUED_FOR, view.name, excluding=batch)
+
     def untainted(self, view: RequestView) -> list[str]:
         """The names of the queue's nodes (the batch aside) that lack the request's taint."""
         batch = {e.name for e in view.current_nodes}
@@ -331,14 +344,29 @@ class RequestEnv:
         that may be the answer are read, not every node of the groups."""
         batch = {e.name for e in view.current_nodes}
         mine = set(self.nodes.index_keys(BY_SELECTED_FOR, view.name))
+        # With `born_after`, an instance found to be old (its node registered before, or it is
+        # one this request replaces) stays old for the rest of the batch: the next calls skip
+        # it in one set difference instead of looking at every instance of the groups again.
+        settled: set[str] = set()
+        if born_after is not None:
+            since, settled = self._settled.get(view.name, (None, settled))
+            if since != born_after:
+                settled = set()
+            self._settled[view.name] = (born_after, settled)
+        members = inventory.by_provider_id_in(groups)
         out = []
-        for member in inventory.instances(groups):
-            pid = member.instance.provider_id
+        for pid in [pid for pid in members if pid not in settled]:  # in the cloud's order
+            member = members[pid]
             names = self.nodes.index_keys(BY_PROVIDER_ID, pid) if pid else []
-            if not names or names[0] in batch or names[0] in mine or names[0] in skip:
+            if not names or names[0] in skip:
+                continue
+            if names[0] in batch or names[0] in mine:
+                if born_after is not None:
+                    settled.add(pid)
                 continue
             born = self._born.get(pid)
             if born is not None and born_after is not None and born < born_after:
+                settled.add(pid)
                 continue
             node = self.nodes.get(names[0])
             if node is None or o.labels(node).get(SELECTED_LABEL) == view.name:
@@ -415,7 +443,23 @@ class RequestEnv:
             if e.retryable:
                 raise Wait(f"describing node groups: {e}", reason="CloudError") from None
             raise
-        return name, provider, Inventory(described)
+        return name, provider, self._indexed(name, groups, described)
+
+    def _indexed(
+        self, provider: str, groups: Sequence[str], described: Mapping[str, NodeGroup]
+    ) -> Inventory:
+        key = (provider, tuple(groups))
+        objects = tuple(described.values())
+        cached = self._inventories.get(key)
+        if (
+            cached is not None
+            and len(cached[0]) == len(objects)
+            and all(a is b for a, b in zip(cached[0], objects, strict=True))
+        ):
+            return cached[1]
+        inventory = Inventory(dict(described))
+        self._inventories[key] = (objects, inventory)
+        return inventory
 
     # ---------------------------------------------------------------- progress
 
@@ -438,7 +482,7 @@ class RequestEnv:
             if "currentNodes" in changes
             else [e.name for e in status.current_nodes or ()]
         )
-        queued = len(self.queued(view, batch))
+        queued = self.queued_count(view, batch)
         pods = changes["podsToMove"] if "podsToMove" in changes else status.pods_to_move
         active, failed = len(children.active), len(children.failed)
         cycled = max(0, total - queued - len(batch) - active - failed)
