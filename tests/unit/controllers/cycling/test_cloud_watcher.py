@@ -4,6 +4,7 @@ that slows while nothing changes and speeds up again when something does."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -38,9 +39,16 @@ class Cloud:
     def __init__(self) -> None:
         self.group = _group(Lifecycle.IN_SERVICE, Lifecycle.PENDING)
         self.calls: list[float] = []
+        self.called = asyncio.Event()
+
+    async def until_calls(self, n: int) -> None:
+        while len(self.calls) < n:
+            self.called.clear()
+            await self.called.wait()
 
     async def describe_groups(self, names: Sequence[str]) -> list[NodeGroup]:
         self.calls.append(time.monotonic())
+        self.called.set()
         # A new object at every call, equal or not, as a provider decoding an answer makes.
         return [replace(self.group, instances=list(self.group.instances))]
 
@@ -51,7 +59,7 @@ class Cloud:
 
 
 def _gaps(calls: list[float]) -> list[float]:
-    return [b - a for a, b in zip(calls, calls[1:], strict=False)]
+    return [b - a for a, b in itertools.pairwise(calls)]
 
 
 async def test_an_unchanged_group_keeps_its_object_and_wakes_nobody() -> None:
@@ -79,16 +87,14 @@ async def test_the_poll_stretches_while_nothing_changes_and_not_after_a_change()
     stop = asyncio.Event()
     task = asyncio.create_task(watcher.run(stop))
     try:
-        while len(cloud.calls) < 6:
-            await asyncio.sleep(0.02)
+        await asyncio.wait_for(cloud.until_calls(6), 30)
         quiet = _gaps(cloud.calls)
         # A loaded machine only lengthens gaps: the lower bounds hold on any machine.
         assert all(gap >= QUIET_STRETCH * interval * 0.9 for gap in quiet[3:]), quiet
         # A change is polled at the interval again, so the next one is seen soon.
         cloud.group = _group(Lifecycle.IN_SERVICE, Lifecycle.IN_SERVICE)
         seen = len(cloud.calls)
-        while len(cloud.calls) < seen + 3:
-            await asyncio.sleep(0.02)
+        await asyncio.wait_for(cloud.until_calls(seen + 3), 30)
         after = _gaps(cloud.calls[seen:])
         assert after[0] < QUIET_STRETCH * interval * 0.9, after
     finally:
