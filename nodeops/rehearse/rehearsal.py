@@ -12,6 +12,7 @@ import contextlib
 import copy
 import gc
 import time
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -175,7 +176,9 @@ class Rehearsal:
         cpu_start = time.process_time()
         snapshot, options = self.snapshot, self.options
         workloads = Workloads(snapshot.of(REPLICASETS))
-        observed = pod_start_seconds(snapshot.of(PODS), workloads)
+        observed = pod_start_seconds(
+            snapshot.of(PODS), workloads, crowd_limit=_starts_at_once(requests, snapshot)
+        )
         history = boot_seconds_from_history(snapshot.of(CYCLENODEREQUESTS), snapshot.of(NODES))
         boot = history if history is not None else options.boot_seconds
 
@@ -186,7 +189,7 @@ class Rehearsal:
                 sim.cloud,
                 snapshot,
                 boot_seconds=boot,
-                start_times=StartTimes(observed, options.pod_start_seconds),
+                start_times=StartTimes(observed.seconds, options.pod_start_seconds),
                 workloads=workloads,
             )
             recorder.loaded()
@@ -231,10 +234,14 @@ class Rehearsal:
             await world.stop()
             stack.close()
         report = outcome(recorder, names, requests, stats)
+        report.notes = observed.notes()
         report.inputs = {
             "boot_seconds": boot,
             "boot_seconds_from": "past rolls" if history is not None else "--boot-seconds",
-            "pod_start_seconds_observed": {k: round(v, 1) for k, v in sorted(observed.items())},
+            "pod_start_seconds_observed": {
+                k: round(v, 1) for k, v in sorted(observed.seconds.items())
+            },
+            "pod_start_crowded": observed.crowded,
             "pod_start_seconds_default": options.pod_start_seconds,
             "time_scale": options.time_scale,
             "clock": _clock_mode(),
@@ -274,6 +281,19 @@ class Rehearsal:
 YOUNG_COLLECTION_EVERY = 50_000
 """Allocations between two collections of the youngest generation during the roll (the
 interpreter's default is 700)."""
+
+
+def _starts_at_once(requests: Sequence[Mapping[str, Any]], snapshot: Snapshot) -> int:
+    """The most pods the roll starts at once: every request's batch of the busiest nodes (a
+    concurrency of 0 takes every node)."""
+    per_node = Counter(str((p.get("spec") or {}).get("nodeName")) for p in snapshot.of(PODS))
+    busiest = max(per_node.values(), default=1)
+    nodes = len(snapshot.of(NODES)) or 1
+    batch = 0
+    for body in requests:
+        settings = (body.get("spec") or {}).get("cycleSettings") or {}
+        batch += int(settings.get("concurrency") or 0) or nodes
+    return max(1, min(batch, nodes)) * busiest
 
 
 @contextlib.contextmanager

@@ -67,6 +67,8 @@ class Report:
     cloud_calls: dict[str, int]
     failures: list[str]
     inputs: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+    """What the reader should know about the inputs the prediction stands on."""
 
     @property
     def failed(self) -> bool:
@@ -83,6 +85,8 @@ class Report:
         w(f"Predicted duration: {total}\n")
         for failure in self.failures:
             w(f"FAILURE: {failure}\n")
+        for note in self.notes:
+            w(f"NOTE: {note}\n")
         w("\nRequests\n")
         _table(
             out,

@@ -9,12 +9,20 @@ here, not as a default would have them.
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-__all__ = ["Workloads", "boot_seconds_from_history", "parse_time", "pod_start_seconds"]
+__all__ = [
+    "PodStarts",
+    "Workloads",
+    "boot_seconds_from_history",
+    "parse_time",
+    "pod_start_seconds",
+]
 
 Obj = dict[str, Any]
 
@@ -85,15 +93,86 @@ def _ready_after(pod: Mapping[str, Any]) -> float | None:
     return None
 
 
-def pod_start_seconds(pods: Iterable[Mapping[str, Any]], workloads: Workloads) -> dict[str, float]:
-    """Per workload, the median seconds its pods took from creation to Ready."""
-    seen: dict[str, list[float]] = {}
+@dataclass
+class PodStarts:
+    """Per workload, how long its pods take from creation to Ready, and for the workloads
+    whose every recorded start was made amid more starting pods than the roll will start at
+    once (a cluster created or restored in one go), how crowded that was."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    crowded: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def notes(self) -> list[str]:
+        if not self.crowded:
+            return []
+        worst = max(int(c["started_with"]) for c in self.crowded.values())
+        limit = int(next(iter(self.crowded.values()))["roll_starts_at_most"])
+        names = ", ".join(sorted(self.crowded))
+        return [
+            f"pod starts of {names} were read from pods that started together with up to "
+            f"{worst} others, more than the {limit} this roll starts at once: the fastest "
+            "tenth of them is taken, as the start a quieter cluster gives"
+        ]
+
+
+def pod_start_seconds(
+    pods: Iterable[Mapping[str, Any]], workloads: Workloads, *, crowd_limit: int | None = None
+) -> PodStarts:
+    """Per workload, the median seconds its pods took from creation to Ready.
+
+    A start made while thousands of other pods started too (a cluster created at once) says
+    more about that crowd than about the workload, and a roll, which starts at most its batch's
+    pods at once (`crowd_limit`), does not repeat it. So only the starts made amid at most
+    `crowd_limit` others count; a workload that has none gets the fastest tenth of its starts,
+    the pods served before the queue formed, and is named in `crowded`.
+    """
+    starts: list[tuple[str, float, float]] = []
     for pod in pods:
         key = workloads.of(pod)
-        after = _ready_after(pod)
-        if key is not None and after is not None:
-            seen.setdefault(key, []).append(after)
-    return {key: float(statistics.median(values)) for key, values in seen.items()}
+        span = _start_span(pod)
+        if key is not None and span is not None:
+            starts.append((key, *span))
+    out = PodStarts()
+    if not starts:
+        return out
+    created = sorted(c for _, c, _ in starts)
+    ready = sorted(r for _, _, r in starts)
+    quiet: dict[str, list[float]] = {}
+    crowded: dict[str, list[tuple[float, int]]] = {}
+    for key, c, r in starts:
+        # Pods that had begun and not yet finished starting when this one was created.
+        others = bisect.bisect_right(created, c) - bisect.bisect_right(ready, c) - 1
+        took = round(r - c, 3)  # timestamps carry microseconds at most
+        if crowd_limit is None or others <= crowd_limit:
+            quiet.setdefault(key, []).append(took)
+        else:
+            crowded.setdefault(key, []).append((took, others))
+    for key, values in quiet.items():
+        out.seconds[key] = float(statistics.median(values))
+    for key, pairs in crowded.items():
+        if key in quiet:
+            continue
+        values = sorted(v for v, _ in pairs)
+        out.seconds[key] = values[len(values) // 10]
+        out.crowded[key] = {
+            "pods": len(values),
+            "median_seconds": round(float(statistics.median(values)), 1),
+            "started_with": max(n for _, n in pairs),
+            "roll_starts_at_most": crowd_limit or 0,
+        }
+    return out
+
+
+def _start_span(pod: Mapping[str, Any]) -> tuple[float, float] | None:
+    """(created, first Ready) as POSIX seconds, when the record still shows that first Ready."""
+    after = _ready_after(pod)
+    if after is None:
+        return None
+    created = parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+    if created is None:
+        return None
+    begin = created.timestamp()
+    return begin, begin + after
 
 
 def boot_seconds_from_history(
