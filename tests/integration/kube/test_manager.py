@@ -27,6 +27,7 @@ from nodeops.kube import (
     Stopping,
     owner_reference,
 )
+from nodeops.kube.errors import Conflict
 from nodeops.kube.resources import CONFIGMAPS, EVENTS, LEASES, NODES, PODS, SECRETS
 from nodeops.sim.server.app import SimServer
 from tests.integration.kube.support import running, sample
@@ -123,10 +124,19 @@ async def test_a_lease_lost_while_draining_cancels_at_once(client: Client, sim: 
         await until(lambda: _active("stuck"), what="a reconcile in flight")
         assert manager.may_act()
         manager.stop()
-        # Another replica takes the lease while we drain a reconcile that would take minutes.
-        lease = await client.get(LEASES, "drain-lease", NS)
-        lease["spec"]["holderIdentity"] = "thief"
-        await client.replace(LEASES, lease)
+        # Another replica takes the lease while we drain a reconcile that would take minutes;
+        # our renewals may write it between its read and its write, so it tries again, as a
+        # replica's elector would.
+        for _ in range(20):
+            lease = await client.get(LEASES, "drain-lease", NS)
+            lease["spec"]["holderIdentity"] = "thief"
+            try:
+                await client.replace(LEASES, lease)
+                break
+            except Conflict:
+                continue
+        else:
+            raise AssertionError("the lease could not be taken in 20 tries")
         assert await asyncio.wait_for(task, 15) == EXIT_LEADERSHIP_LOST
     assert cancelled.is_set()
     assert not manager.may_act()
