@@ -1,6 +1,6 @@
 """A rehearsal against the roll it predicts: `nodeops cycle --rehearse`, then the real roll.
 
-    python -m bench.rehearse [--nodes 20,200] [--pods-per-node 30] [--rehearse-scale 20]
+    python -m bench.rehearse [--nodes 20,200] [--pods-per-node 30] [--rehearse-scale 2]
                              [--real-scale 5] [--live-scale 0.1] [--rehearse-only]
 
 For each size: a simulated cluster (the demo's workloads, a Deployment pinned to one node by
