@@ -147,7 +147,7 @@ async def deleted(
                 return Result(requeue_after=env.time.wall(env.settings.check_interval))
     await remove_annotations(env, view)
     await remove_finalizer(env.client, CYCLENODEREQUESTS, view.obj, REQUEST_FINALIZER)
-    env.cloud.forget(request)
+    env.forget(request)
     return None
 
 

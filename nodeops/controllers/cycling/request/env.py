@@ -265,7 +265,9 @@ class RequestEnv:
     _born: dict[str, datetime] = field(init=False, default_factory=dict)
     """When the first Node of each instance (by provider ID, which no other instance has)
     registered: `new_nodes` skips the earlier batches' replacements without reading them."""
-    _settled: dict[str, tuple[datetime | None, set[str]]] = field(init=False, default_factory=dict)
+    _settled: dict[tuple[str, str], tuple[datetime | None, set[str]]] = field(
+        init=False, default_factory=dict
+    )
     """Per request, the provider IDs `new_nodes` found old since the batch's `born_after`."""
     _inventories: dict[tuple[str, tuple[str, ...]], tuple[tuple[NodeGroup, ...], Inventory]] = (
         field(init=False, default_factory=dict)
@@ -313,6 +315,12 @@ class RequestEnv:
         batch = set(current) if current is not None else {e.name for e in view.current_nodes}
         return [k for k in self.nodes.index_keys(BY_QUEUED_FOR, view.name) if k not in batch]
 
+    def forget(self, request: Request) -> None:
+        """Drop what is kept for a request that ended or went: the cloud's interest in it and
+        the instances `new_nodes` found old for it."""
+        self.cloud.forget(request)
+        self._settled.pop((request.namespace or "", request.name), None)
+
     def queued_count(self, view: RequestView, current: Iterable[str] | None = None) -> int:
         """`len(queued(...))`, counted on the index: the progress of every reconcile asks."""
         batch = current if current is not None else (e.name for e in view.current_nodes)
@@ -349,10 +357,11 @@ class RequestEnv:
         # it in one set difference instead of looking at every instance of the groups again.
         settled: set[str] = set()
         if born_after is not None:
-            since, settled = self._settled.get(view.name, (None, settled))
+            key = (view.namespace, view.name)
+            since, settled = self._settled.get(key, (None, settled))
             if since != born_after:
                 settled = set()
-            self._settled[view.name] = (born_after, settled)
+            self._settled[key] = (born_after, settled)
         members = inventory.by_provider_id_in(groups)
         out = []
         for pid in [pid for pid in members if pid not in settled]:  # in the cloud's order

@@ -128,7 +128,7 @@ class CycleNodeRequestReconciler:
         env = self.env
         obj = env.requests.get(request.name, request.namespace)
         if obj is None:
-            env.cloud.forget(request)
+            env.forget(request)
             return None
         view = RequestView(obj)
         if o.deletion_timestamp(obj) is not None:
@@ -136,7 +136,7 @@ class CycleNodeRequestReconciler:
                 await adopt_listed_queue(env, view)
             return await deleted(env, request, view, ctx)
         if view.phase in TERMINAL_PHASES:
-            env.cloud.forget(request)
+            env.forget(request)
             return await terminal(env, view)
         try:
             spec = CycleNodeRequest.parse_spec(obj).spec
