@@ -76,8 +76,8 @@ def _controller(meta: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return None
 
 
-def _ready_after(pod: Mapping[str, Any]) -> float | None:
-    """Seconds from creation to the pod's first Ready, when its record still shows that first
+def _start_span(pod: Mapping[str, Any]) -> tuple[float, float] | None:
+    """(created, first Ready) as POSIX seconds, when the pod's record still shows that first
     transition (no container restarted since, which would move the condition)."""
     status = pod.get("status") or {}
     if any(int(c.get("restartCount") or 0) for c in status.get("containerStatuses") or ()):
@@ -86,10 +86,9 @@ def _ready_after(pod: Mapping[str, Any]) -> float | None:
     for cond in status.get("conditions") or ():
         if cond.get("type") == "Ready" and cond.get("status") == "True":
             ready = parse_time(cond.get("lastTransitionTime"))
-            if created is None or ready is None:
+            if created is None or ready is None or ready < created:
                 return None
-            seconds = (ready - created).total_seconds()
-            return seconds if seconds >= 0 else None
+            return created.timestamp(), ready.timestamp()
     return None
 
 
@@ -161,18 +160,6 @@ def pod_start_seconds(
             "roll_starts_at_most": crowd_limit or 0,
         }
     return out
-
-
-def _start_span(pod: Mapping[str, Any]) -> tuple[float, float] | None:
-    """(created, first Ready) as POSIX seconds, when the record still shows that first Ready."""
-    after = _ready_after(pod)
-    if after is None:
-        return None
-    created = parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
-    if created is None:
-        return None
-    begin = created.timestamp()
-    return begin, begin + after
 
 
 def boot_seconds_from_history(
