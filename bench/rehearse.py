@@ -47,7 +47,7 @@ import yaml
 
 from bench.cycle import boot_seconds
 from nodeops import __version__
-from nodeops.cli import build_parser
+from nodeops.cli import _positive, build_parser
 from nodeops.controllers.cycling.command import plan_requests
 from nodeops.controllers.cycling.resources import NODEGROUPS
 from nodeops.demo.scenario import demo_scenario
@@ -357,20 +357,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--nodes", type=_sizes, default="20,200", help="comma-separated cluster sizes"
     )
-    parser.add_argument("--pods-per-node", type=float, default=30.0)
+    parser.add_argument("--pods-per-node", type=_positive, default=30.0)
     parser.add_argument(
-        "--rehearse-scale", type=float, default=None, help="default: the rehearsal's own"
+        "--rehearse-scale", type=_positive, default=None, help="default: the rehearsal's own"
     )
     parser.add_argument(
         "--real-scale",
-        type=float,
+        type=_positive,
         default=5.0,
         help="the real roll's time scale: faster, and the simulator lags its clock on a busy "
         "machine, which lengthens the real roll (the rehearsal's work takes no simulated time)",
     )
     parser.add_argument(
         "--live-scale",
-        type=float,
+        type=_positive,
         default=0.1,
         help="the clock of the live cluster the rehearsal reads: slow, so that building it at "
         "once leaves its pods' recorded starts as its kubelets make them",

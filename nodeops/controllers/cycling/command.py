@@ -89,7 +89,11 @@ def _rehearse_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         help="a pod's start when its workload's pods show none",
     )
-    rehearse.add_argument("--time-scale", type=float, help="simulated seconds per wall second")
+    rehearse.add_argument(
+        "--time-scale",
+        type=float,
+        help="simulated seconds per second of the copy's clock (default 2)",
+    )
     rehearse.add_argument("--horizon", help="give up on a roll not done by then (default 6h)")
     rehearse.add_argument("--provider", help="cloud provider to describe the groups with")
     rehearse.add_argument("--provider-config", help="YAML file with a providers: block")
