@@ -26,12 +26,18 @@ kube-apiserver also serialises evictions under one budget: each reads the budget
 status guarded by resourceVersion, and those that lose the race wait 500 ms before reading it
 again. So at most one eviction per budget is sent while the budget's status has not shown the
 previous one; the next goes the moment it does, which is sooner than a conflict would allow.
+
+Evictions waiting under one budget take its tokens in turn: a change wakes the first in line
+only, and each that takes a token hands the turn on. Twenty nodes drained at once may have
+hundreds of pods waiting under one budget that frees one disruption at a time; woken all
+together, each would look, find nothing and wait again, hundreds of times per disruption.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -108,6 +114,8 @@ class BudgetGate:
         self._ticks: dict[Key, asyncio.Event] = {}
         """One per budget someone waits on: a change of one budget wakes only the evictions
         waiting under it, not every eviction of every node being drained at once."""
+        self._lines: dict[Key, deque[asyncio.Future[None]]] = {}
+        """Per budget, the evictions waiting in `acquire` for a token, first come first."""
 
     # ------------------------------------------------------------------ what is seen
 
@@ -126,10 +134,11 @@ class BudgetGate:
         if budget is not None:
             budget.seq += 1
             shown = (pdb.get("status") or {}).get("disruptedPods") or {}
+            current = self.pdbs.get(key[1], key[0]) if budget.evictions else None
             for pod, ev in list(budget.evictions.items()):
                 if pod in shown:
                     ev.shown = True
-                self._drop_if_done(key, budget, pod, ev)
+                self._drop_if_done(key, budget, pod, ev, current)
         self._notify(key)
 
     def forget_budget(self, pdb: Mapping[str, Any]) -> None:
@@ -153,7 +162,7 @@ class BudgetGate:
             return
         ev.gone_rv = _rv(pod)
         ev.gone_seq = budget.seq
-        self._drop_if_done(key, budget, name, ev)
+        self._drop_if_done(key, budget, name, ev, self.pdbs.get(key[1], key[0]))
         self._notify(key)
 
     # ------------------------------------------------------------------ tokens
@@ -185,8 +194,12 @@ class BudgetGate:
             return later
         return self._budgets[key].seq > ev.gone_seq
 
-    def _drop_if_done(self, key: Key, budget: _Budget, pod: str, ev: _Eviction) -> None:
-        if ev.answered and self._reflected(key, ev, self.pdbs.get(key[1], key[0])):
+    def _drop_if_done(
+        self, key: Key, budget: _Budget, pod: str, ev: _Eviction, pdb: Mapping[str, Any] | None
+    ) -> None:
+        """`pdb`: the budget as the source holds it, read once by the caller for all the
+        evictions it looks at (a read decodes it)."""
+        if ev.answered and self._reflected(key, ev, pdb):
             del budget.evictions[pod]
             self._by_pod.pop((key[0], pod), None)
 
@@ -227,15 +240,45 @@ class BudgetGate:
         return True
 
     async def acquire(self, key: Key, pod: Mapping[str, Any], timeout: float) -> bool:
-        """Take a token, waiting up to `timeout` for the budget to allow one."""
+        """Take a token, waiting up to `timeout` for the budget to allow one, in turn with the
+        other evictions waiting under the same budget."""
+        if not self._lines.get(key) and self.try_take(key, pod):
+            return True
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        while not self.try_take(key, pod):
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return False
-            await self.wait_change(key, remaining)
-        return True
+        line = self._lines.setdefault(key, deque())
+        turn: asyncio.Future[None] = loop.create_future()
+        line.append(turn)
+        took = False
+        try:
+            while True:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    return False
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(remaining):
+                        await asyncio.shield(turn)
+                if not turn.done():
+                    return False  # timed out
+                took = self.try_take(key, pod)
+                if took:
+                    return True
+                # Nothing for us yet: still first in line, for the next change.
+                fresh: asyncio.Future[None] = loop.create_future()
+                line[line.index(turn)] = fresh
+                turn = fresh
+        finally:
+            woken = turn.done()
+            with contextlib.suppress(ValueError):
+                line.remove(turn)
+            if not woken:
+                turn.cancel()
+            if took or woken:
+                # Taken (another token may be free), or woken and leaving without looking:
+                # either way the next in line looks now rather than at the next change.
+                self._next_turn(key)
+            if not line and self._lines.get(key) is line:
+                del self._lines[key]
 
     def release(self, key: Key, pod: Mapping[str, Any], approved: bool) -> None:
         """The eviction was answered: approved (or with an unknown outcome), or refused."""
@@ -245,7 +288,7 @@ class BudgetGate:
         if budget is not None and ev is not None:
             if approved:
                 ev.answered = True
-                self._drop_if_done(key, budget, name, ev)
+                self._drop_if_done(key, budget, name, ev, self.pdbs.get(key[1], key[0]))
             else:
                 del budget.evictions[name]
                 self._by_pod.pop((key[0], name), None)
@@ -265,6 +308,14 @@ class BudgetGate:
         tick = self._ticks.pop(key, None)
         if tick is not None:
             tick.set()
+        self._next_turn(key)
+
+    def _next_turn(self, key: Key) -> None:
+        """Wake the first eviction in line under `key`: it hands the turn on if it takes a
+        token, and stays first if it finds none."""
+        line = self._lines.get(key)
+        if line and not line[0].done():
+            line[0].set_result(None)  # done already: woken, and it will see this change too
 
     async def wait_change(self, key: Key, timeout: float) -> None:
         """Until budget `key` changes (its status, an eviction answered or a pod gone under

@@ -228,3 +228,57 @@ async def test_a_budgets_change_wakes_only_the_evictions_waiting_under_it() -> N
     gate.observe_budget(changed)
     assert await web
     assert woken == ["db", "web"]
+
+
+async def test_evictions_waiting_under_one_budget_take_its_tokens_in_turn() -> None:
+    """Twenty nodes drained at once may leave hundreds of pods waiting under one budget that
+    frees one disruption at a time: each change must cost one look, not one per waiting pod,
+    and the pods go in the order they came."""
+    budgets = Budgets()
+    budgets.put(budget("1", 0))
+    gate = BudgetGate(budgets)
+    looks: list[str] = []
+    original = gate.try_take
+
+    def counting(key: tuple[str, str], p: Mapping[str, Any]) -> bool:
+        looks.append(p["metadata"]["name"])
+        return original(key, p)
+
+    gate.try_take = counting  # type: ignore[method-assign]
+    names = [f"w{i}" for i in range(50)]
+    waiting = {n: asyncio.create_task(gate.acquire(KEY, pod(n), timeout=30)) for n in names}
+    await asyncio.sleep(0)
+    looks.clear()
+    taken: list[str] = []
+    for rv in range(2, 6):
+        see(budgets, gate, budget(str(rv), 1, *taken))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        done = [n for n, t in waiting.items() if t.done() and n not in taken]
+        assert len(done) == 1, f"one token, {done} took it"
+        taken += done
+        gate.release(KEY, pod(done[0]), approved=True)
+        see(budgets, gate, budget(f"{rv}9", 0, *taken))
+        for _ in range(5):
+            await asyncio.sleep(0)
+    assert taken == names[:4], "first come, first served"
+    assert len(looks) <= 4 * 3, f"{len(looks)} looks for 4 disruptions: the line was woken whole"
+    for t in waiting.values():
+        t.cancel()
+    await asyncio.gather(*waiting.values(), return_exceptions=True)
+
+
+async def test_a_waiter_that_gives_up_or_is_cancelled_does_not_lose_the_turn() -> None:
+    budgets = Budgets()
+    budgets.put(budget("1", 0))
+    gate = BudgetGate(budgets)
+    impatient = asyncio.create_task(gate.acquire(KEY, pod("w1"), timeout=0.01))
+    cancelled = asyncio.create_task(gate.acquire(KEY, pod("w2"), timeout=30))
+    patient = asyncio.create_task(gate.acquire(KEY, pod("w3"), timeout=30))
+    assert not await impatient
+    await asyncio.sleep(0)
+    see(budgets, gate, budget("2", 1))  # wakes w2, which is cancelled before it looks
+    cancelled.cancel()
+    assert await asyncio.wait_for(patient, 5)
+    assert cancelled.cancelled()
+    assert gate.held(KEY) == ["w3"]
