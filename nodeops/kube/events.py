@@ -20,6 +20,7 @@ from typing import Any
 
 import structlog
 
+from nodeops.common.looptime import loop_time
 from nodeops.kube import errors
 from nodeops.kube.client import Client
 from nodeops.kube.metrics import EVENTS_DROPPED
@@ -109,7 +110,7 @@ class EventRecorder:
     def _dropped(self, reason: str, error: str = "") -> None:
         self.dropped += 1
         EVENTS_DROPPED.labels(reason).inc()
-        now = time.monotonic()
+        now = loop_time()
         if now - self._last_drop_log >= _DROP_LOG_INTERVAL:
             self._last_drop_log = now
             log.warning(
@@ -136,7 +137,7 @@ class EventRecorder:
             type_,
             note,
         )
-        now = time.monotonic()
+        now = loop_time()
         series = self._series.get(key)
         if series is not None and now - series.last_seen < _SERIES_WINDOW:
             series.count += 1

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import math
-import time
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, Protocol, TypeVar
+
+from nodeops.common.looptime import loop_time
 
 __all__ = [
     "BucketRateLimiter",
@@ -28,7 +29,6 @@ __all__ = [
     "RateLimiter",
     "TokenBucket",
     "default_controller_rate_limiter",
-    "loop_time",
 ]
 
 T = TypeVar("T", bound=Hashable)
@@ -112,19 +112,6 @@ class ItemFastSlowRateLimiter(Generic[T]):
 
     def num_requeues(self, item: T) -> int:
         return self._attempts.get(item, 0)
-
-
-def loop_time() -> float:
-    """The running event loop's time, or the monotonic clock outside one.
-
-    A wait is a timer of the loop, so what it waits for is measured on the loop's clock: on a
-    loop whose clock skips idle waits, a bucket on the monotonic clock would refill in wall
-    time while its waits pass at once, and callers would spin.
-    """
-    try:
-        return asyncio.get_running_loop().time()
-    except RuntimeError:
-        return time.monotonic()
 
 
 class TokenBucket:

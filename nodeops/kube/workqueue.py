@@ -29,6 +29,7 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, Protocol, TypeVar
 
+from nodeops.common.looptime import loop_time
 from nodeops.kube.metrics import (
     _QUEUE_BUCKETS,
     WORKQUEUE_ADDS,
@@ -39,7 +40,7 @@ from nodeops.kube.metrics import (
     WORKQUEUE_UNFINISHED_WORK,
     WORKQUEUE_WORK_DURATION,
 )
-from nodeops.kube.ratelimit import RateLimiter, default_controller_rate_limiter, loop_time
+from nodeops.kube.ratelimit import RateLimiter, default_controller_rate_limiter
 
 __all__ = [
     "UNFINISHED_WORK_UPDATE_PERIOD",

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -21,6 +20,7 @@ import structlog
 from prometheus_client import Counter
 from pydantic import BaseModel, ConfigDict, Field
 
+from nodeops.common.looptime import loop_time
 from nodeops.kube.metrics import REGISTRY
 from nodeops.providers.base import ProviderError
 
@@ -81,11 +81,11 @@ async def call_with_retry(
     non-retryable ones are raised at once, retryable ones after the last attempt or when the next
     sleep would pass the deadline. A `ProviderError` raised by `fn` itself is taken as classified.
     """
-    deadline = time.monotonic() + policy.timeout
+    deadline = loop_time() + policy.timeout
     attempt = 0
     while True:
         attempt += 1
-        remaining = deadline - time.monotonic()
+        remaining = deadline - loop_time()
         try:
             async with asyncio.timeout(min(policy.attempt_timeout, max(remaining, 0.0))):
                 result = await fn()
@@ -119,7 +119,7 @@ async def call_with_retry(
         if not error.retryable:
             raise error
         delay = backoff_delay(policy, attempt - 1, rng)
-        if attempt >= policy.max_attempts or time.monotonic() + delay >= deadline:
+        if attempt >= policy.max_attempts or loop_time() + delay >= deadline:
             raise _exhausted(error, attempt, operation) from error.__cause__
         PROVIDER_RETRIES.labels(provider, operation, error.code).inc()
         _log.info(

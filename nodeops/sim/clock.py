@@ -11,18 +11,12 @@ simulated time skips with it; on an ordinary loop that is the monotonic clock.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+from nodeops.common.looptime import loop_time
 
-def loop_time() -> float:
-    """The running event loop's time, or the monotonic clock outside one (the same clock for
-    an ordinary loop, and the one a time-skipping loop moves)."""
-    try:
-        return asyncio.get_running_loop().time()
-    except RuntimeError:
-        return time.monotonic()
+__all__ = ["Clock", "parse_time"]
 
 
 class Clock:

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import structlog
 
+from nodeops.common.looptime import loop_time
 from nodeops.kube.controller import Request
 from nodeops.providers.base import NodeGroup, NodeGroups, Provider, ProviderError
 
@@ -127,7 +127,7 @@ class CloudWatcher:
         the same provider share one call. Provider errors propagate.
         """
         snap = self._snapshots.setdefault(provider, Snapshot())
-        now = time.monotonic()
+        now = loop_time()
 
         def fresh() -> bool:
             if max_age is None:
@@ -151,7 +151,7 @@ class CloudWatcher:
 
     async def _fetch(self, provider: str, groups: list[str]) -> bool:
         """Describe `groups`, wake the requests watching those that changed; True if any did."""
-        started = time.monotonic()
+        started = loop_time()
         described = await self.providers.get(provider).describe_groups(groups)
         snap = self._snapshots.setdefault(provider, Snapshot())
         found = {g.name: g for g in described}

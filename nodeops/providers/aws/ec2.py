@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from nodeops.common.looptime import loop_time
 from nodeops.providers.aws.api import AwsApi
 from nodeops.providers.base import (
     ProviderError,
@@ -136,13 +136,13 @@ async def find_instance_for_node(api: AwsApi, node: Mapping[str, Any]) -> Server
 
 async def wait_terminated(api: AwsApi, instance_id: str, timeout: float) -> None:
     """Poll until the instance is terminated or purged."""
-    deadline = time.monotonic() + timeout
+    deadline = loop_time() + timeout
     while True:
         found = await describe_instances(api, [instance_id])
         server = found.get(instance_id)
         if server is None or server.status in _GONE:
             return
-        remaining = deadline - time.monotonic()
+        remaining = deadline - loop_time()
         if remaining <= 0:
             raise ProviderError(
                 "Timeout",

@@ -14,11 +14,11 @@ would only remove the group's default port).
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from nodeops.common.looptime import loop_time
 from nodeops.providers.aws.api import AwsApi
 from nodeops.providers.base import (
     CLASSIC,
@@ -340,7 +340,7 @@ async def wait_drained(
     classic load balancer does not show draining at all: once the instance is off its list, this
     waits the load balancer's connection-draining timeout, which bounds how long requests run.
     """
-    deadline = time.monotonic() + timeout
+    deadline = loop_time() + timeout
     if target.kind == CLASSIC:
         registered = await _classic_registered(api, target.name, instance_id)
         if registered is None:
@@ -366,7 +366,7 @@ async def wait_drained(
             raise _still_registered(target, instance_id)
         if not any(r.state == "draining" for r in rows):
             return
-        remaining = deadline - time.monotonic()
+        remaining = deadline - loop_time()
         if remaining <= 0:
             raise _drain_timeout(target, instance_id, timeout)
         await asyncio.sleep(min(api.config.poll_interval, remaining))

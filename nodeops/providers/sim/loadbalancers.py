@@ -8,10 +8,10 @@ AWS; deregistering an absent target is a success, so a repeated detach does no h
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Sequence
 from typing import Any, Final
 
+from nodeops.common.looptime import loop_time
 from nodeops.providers.base import (
     CLASSIC,
     TARGET_GROUP,
@@ -179,7 +179,7 @@ async def wait_drained(
     """Poll until no registration of the instance is draining (the deregistration delay)."""
     operation = "targets.list"
     _check_kind(target, operation)
-    deadline = time.monotonic() + timeout
+    deadline = loop_time() + timeout
     while True:
         try:
             data = await api.call(
@@ -211,7 +211,7 @@ async def wait_drained(
             )
         if not states:
             return
-        remaining = deadline - time.monotonic()
+        remaining = deadline - loop_time()
         if remaining <= 0:
             raise ProviderError(
                 "Timeout",

@@ -5,10 +5,10 @@ or else by its private DNS name (as on AWS), and the wait for its termination.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Mapping
 from typing import Any
 
+from nodeops.common.looptime import loop_time
 from nodeops.providers.base import ProviderError, Server, node_name, node_provider_id
 from nodeops.providers.sim.api import NAME, SimApi, parse_answer
 
@@ -61,13 +61,13 @@ async def find_server(api: SimApi, node: Mapping[str, Any]) -> Server | None:
 
 async def wait_deleted(api: SimApi, server: Server, timeout: float) -> None:
     """Poll until the instance is terminated or no longer listed."""
-    deadline = time.monotonic() + timeout
+    deadline = loop_time() + timeout
     while True:
         raw = await api.raw_instance(server.id)
         state = None if raw is None else raw.get("state")
         if state is None or state == "terminated":
             return
-        remaining = deadline - time.monotonic()
+        remaining = deadline - loop_time()
         if remaining <= 0:
             raise ProviderError(
                 "Timeout",

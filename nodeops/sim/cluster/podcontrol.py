@@ -15,7 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodeops.sim.clock import Clock, loop_time
+from nodeops.common.looptime import loop_time
+from nodeops.sim.clock import Clock
 from nodeops.sim.cluster.apiclient import PODS, ApiClient, NotFound, Obj, Resource
 from nodeops.sim.cluster.informer import Key, key_of
 from nodeops.sim.cluster.podstatus import pod_ready

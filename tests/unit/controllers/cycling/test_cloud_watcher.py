@@ -100,3 +100,22 @@ async def test_the_poll_stretches_while_nothing_changes_and_not_after_a_change()
     finally:
         stop.set()
         await task
+
+
+def test_a_snapshot_ages_on_the_loops_clock() -> None:
+    """A rehearsal's loop skips its idle waits: an answer ten simulated minutes old is stale
+    there although hardly any wall time passed, so its age is read on the loop's clock."""
+    from nodeops.sim import warp
+
+    async def roll() -> int:
+        cloud = Cloud()
+        watcher = CloudWatcher(Providers(lambda _: cloud, "sim"), on_change=lambda _: None)
+        await watcher.describe("sim", ["workers"], max_age=30)
+        await watcher.describe("sim", ["workers"], max_age=30)  # fresh: not asked again
+        await asyncio.sleep(600)  # skipped, not waited
+        await watcher.describe("sim", ["workers"], max_age=30)
+        return len(cloud.calls)
+
+    started = time.monotonic()
+    assert warp.run(roll()) == 2
+    assert time.monotonic() - started < 30
