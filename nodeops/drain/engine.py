@@ -38,6 +38,7 @@ from nodeops.drain.sources import ClusterSnapshot, DrainSources, WatchedCluster
 from nodeops.kube import errors
 from nodeops.kube import objects as o
 from nodeops.kube.client import Client
+from nodeops.kube.clock import Clock
 from nodeops.kube.events import EventRecorder
 from nodeops.kube.resources import NODES
 
@@ -77,10 +78,14 @@ class Drainer:
         on_gone: Callable[[Obj], None] | None = None,
         on_warnings: Callable[[list[str]], None] | None = None,
         controller: str | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.client = client
         self.controller = controller
         self.options = options or DrainOptions()
+        self.clock = clock or Clock()
+        """The cluster's time, which the options' seconds are in; a simulated cluster's runs
+        faster than the loop's timers, and the drain's waits and deadlines follow it."""
         self.sources = sources
         self.events = events
         self.on_progress = on_progress
@@ -201,7 +206,7 @@ class Drainer:
     async def drain(self, node_name: str, node: Obj | None = None) -> DrainResult:
         """Drain to completion; pass `node` when it was just cordoned to save a round trip."""
         sources, owned = self._sources(WatchedCluster)
-        run = DrainRun(self, sources, node_name, o.now())
+        run = DrainRun(self, sources, node_name, self.clock.now())
         try:
             return await run.drain(node)
         finally:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from nodeops.drain.errors import DrainError
@@ -97,13 +97,18 @@ async def send_eviction(
 
 
 async def force_delete_stuck(
-    client: Client, options: DrainOptions, plan: Plan, controller: str, event: EventSink
+    client: Client,
+    options: DrainOptions,
+    plan: Plan,
+    controller: str,
+    event: EventSink,
+    now: datetime,
 ) -> list[str]:
-    """Force-delete pods terminating past grace + slack, only when the caller asked."""
+    """Force-delete pods terminating past grace + slack, only when the caller asked; `now` is
+    the cluster's time, which deletion timestamps are in."""
     if not options.force_delete_stuck or options.dry_run != "none":
         return []
     done = []
-    now = o.now()
     for d in plan.terminating:
         deadline = o.deletion_timestamp(d.pod)
         if deadline is None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from nodeops.common.looptime import loop_time
 from nodeops.common.selectors import parse_label_selector
 from nodeops.drain.budgets import BudgetGate
 from nodeops.drain.budgets import Key as BudgetKey
@@ -58,12 +59,6 @@ class Lookups:
     namespaces: dict[str, dict[str, str]] | None = None
 
 
-def _loop_time() -> float:
-    """The running loop's time: its timers measure the drain's waits, so its deadlines must
-    be on the same clock (a loop that skips idle waits moves both together)."""
-    return asyncio.get_running_loop().time()
-
-
 class DrainRun:
     """One drain of one node: a single pass (`step`) or passes until done (`drain`)."""
 
@@ -73,13 +68,14 @@ class DrainRun:
         self.d = drainer
         self.controller = drainer.label()
         self.options = drainer.options
+        self.clock = drainer.clock
         self.sources = sources
         self.node_name = node_name
         self.started_at = started_at
-        self.started = _loop_time()
+        self.started = loop_time()
         timeout = self.options.timeout
-        elapsed = (o.now() - started_at).total_seconds()
-        self.deadline = self.started + timeout - max(0.0, elapsed) if timeout > 0 else None
+        elapsed = max(0.0, self.clock.since(started_at))
+        self.deadline = self.started + self.clock.wall(timeout - elapsed) if timeout > 0 else None
         self.changed = asyncio.Event()
         self.lookups = Lookups()
         self.failures: dict[str, str] = {}
@@ -159,7 +155,7 @@ class DrainRun:
             DRAINS.passed(self.controller, self.node_name, self.started_at, None)
 
     def _remaining(self) -> float | None:
-        return None if self.deadline is None else self.deadline - _loop_time()
+        return None if self.deadline is None else self.deadline - loop_time()
 
     # ------------------------------------------------------------------ looking
 
@@ -189,7 +185,7 @@ class DrainRun:
             pods,
             node=node,
             options=self.options,
-            now=o.now(),
+            now=self.clock.now(),
             daemonsets=cache.daemonsets,
             rules=cache.rules or (),
             namespace_labels=lambda ns: namespaces.get(ns, {}),
@@ -262,7 +258,7 @@ class DrainRun:
         self._start_evictions(plan, retry=False)
         refs = {task: ref for ref, task in self.in_flight.items()}
         if refs:
-            _, late = await asyncio.wait(refs, timeout=self.options.pass_seconds)
+            _, late = await asyncio.wait(refs, timeout=self.clock.wall(self.options.pass_seconds))
             for task in late:
                 task.cancel()
                 self.failures[refs[task]] = (
@@ -272,7 +268,9 @@ class DrainRun:
             await asyncio.gather(*late, return_exceptions=True)
         if self.fatal is not None:
             raise self.fatal
-        await force_delete_stuck(self.d.client, self.options, plan, self.controller, self.d.event)
+        await force_delete_stuck(
+            self.d.client, self.options, plan, self.controller, self.d.event, self.clock.now()
+        )
         return self._progress(plan, classification)
 
     async def _volumes(self, classification: Classification) -> list[str]:
@@ -296,11 +294,11 @@ class DrainRun:
 
         Two limits hold at once: `volume_timeout` from when the wait began (remembered by the
         Drainer across passes) and the drain's own `timeout` from its start."""
-        now = _loop_time()
+        now = loop_time()
         since = self.d.volumes_since.setdefault(self.node_name, now)
         limits = [] if (remaining := self._remaining()) is None else [remaining]
         if self.options.volume_timeout:
-            limits.append(since + self.options.volume_timeout - now)
+            limits.append(since + self.clock.wall(self.options.volume_timeout) - now)
         left = min(limits, default=None)
         if left is not None and left <= 0:
             raise VolumeDetachTimeout(
@@ -318,7 +316,7 @@ class DrainRun:
         if self.d.on_warnings is not None:
             self.d.on_warnings(warnings)
         self.d.event(node, NORMAL, "Draining", "Drain", "draining node")
-        started = _loop_time()
+        started = loop_time()
         if self.options.dry_run != "none":
             await self._dry_run(classification)
             return self._result(classification, warnings, started)
@@ -335,10 +333,12 @@ class DrainRun:
                 break
             self._start_evictions(plan, retry=True)
             await force_delete_stuck(
-                self.d.client, self.options, plan, self.controller, self.d.event
+                self.d.client, self.options, plan, self.controller, self.d.event, self.clock.now()
             )
             self._check_deadline(plan)
-            await self._wait_change(1.0 if self.options.force_delete_stuck else None)
+            await self._wait_change(
+                self.clock.wall(1.0) if self.options.force_delete_stuck else None
+            )
         if self.options.wait_for_volumes:
             await self._wait_for_volumes(classification)
         self.d.event(node, NORMAL, "Drained", "Drain", "node drained")
@@ -374,7 +374,7 @@ class DrainRun:
             deleted=list(self.evicted) if self.options.disable_eviction else [],
             skipped=[d.ref for d in classification.skipped()],
             warnings=warnings,
-            seconds=_loop_time() - started,
+            seconds=(loop_time() - started) * self.clock.scale,
         )
 
     async def _wait_for(self, awaitable: Any) -> None:
@@ -408,7 +408,8 @@ class DrainRun:
     async def _evict(self, d: Decision, *, retry: bool) -> None:
         """Evict one pod once its budget allows. With `retry` (a drain to completion), a
         refusal is retried when the budget changes; without (a pass), the next pass retries."""
-        delay = self.options.retry_initial
+        delay = self.clock.wall(self.options.retry_initial)
+        retry_max = self.clock.wall(self.options.retry_max)
         uid = o.uid(d.pod)
         announced = False
         try:
@@ -424,7 +425,7 @@ class DrainRun:
                         self._refused(d, current, budget_wait(*budget), budget=budget)
                         if not retry:
                             return
-                    wait = self.options.retry_max if retry else self.options.pass_seconds
+                    wait = retry_max if retry else self.clock.wall(self.options.pass_seconds)
                     if not await self.gate.acquire(budget, current, wait):
                         if not retry:
                             self._refused(d, current, budget_wait(*budget), budget=budget)
@@ -469,10 +470,10 @@ class DrainRun:
                 if not retry:
                     return
                 if budget is not None:
-                    await self.gate.wait_change(budget, self.options.retry_max)
+                    await self.gate.wait_change(budget, retry_max)
                 else:
                     await asyncio.sleep(delay)
-                    delay = min(self.options.retry_max, delay * 2)
+                    delay = min(retry_max, delay * 2)
         finally:
             self.in_flight.pop(d.ref, None)
 

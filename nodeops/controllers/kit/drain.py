@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from nodeops.controllers.kit.clock import Clock, clock_of
 from nodeops.drain.engine import Drainer, DrainProgress
 from nodeops.drain.errors import DrainError
 from nodeops.drain.metrics import DRAINS
@@ -56,7 +57,7 @@ class Drainers:
     sources and labelled with the controller's name in the drain metrics.
 
     `sources` is asked for on the first drain only, so a controller that never drains watches
-    no pods for it.
+    no pods for it; `clock` too, so it is the clock the manager chose by then.
     """
 
     def __init__(
@@ -66,22 +67,25 @@ class Drainers:
         controller: str,
         events: EventRecorder | None = None,
         sources: Callable[[], DrainSources] | None = None,
+        clock: Callable[[], Clock] | None = None,
     ) -> None:
         self.client = client
         self.controller = controller
         self.events = events
         self._sources = sources
+        self._clock = clock
         self._made: dict[DrainOptions, Drainer] = {}
 
     @classmethod
     def for_manager(cls, manager: Manager, controller: str) -> Drainers:
-        """Drainers on the manager's client, events and shared drain sources (whose budget
-        tokens every drain in the process shares)."""
+        """Drainers on the manager's client, events, clock and shared drain sources (whose
+        budget tokens every drain in the process shares)."""
         return cls(
             manager.client,
             controller=controller,
             events=manager.events,
             sources=lambda: SharedInformers.for_manager(manager),
+            clock=lambda: clock_of(manager),
         )
 
     def get(self, options: DrainOptions) -> Drainer:
@@ -94,6 +98,7 @@ class Drainers:
                 sources=sources,
                 events=self.events,
                 controller=self.controller,
+                clock=self._clock() if self._clock is not None else None,
             )
         return found
 

@@ -25,6 +25,7 @@ from nodeops.drain.engine import (
 from nodeops.drain.options import DrainOptions
 from nodeops.kube import errors
 from nodeops.kube.client import Client
+from nodeops.kube.clock import Clock
 from nodeops.kube.resources import (
     DAEMONSETS,
     DEPLOYMENTS,
@@ -219,6 +220,26 @@ async def test_timeout_reports_blocked_pods(cluster: Any, mode: str) -> None:
     text = str(info.value)
     assert 'error when evicting pods/"t-' in text and "global timeout reached: 1.5s" in text
     assert len(await pods_on(client, "node-0")) == 2
+
+
+async def test_a_drain_counts_its_waits_in_the_clusters_seconds(cluster: Any) -> None:
+    """On a simulated cluster whose clock runs twenty times as fast, a timeout of 30 s is 30 of
+    the cluster's seconds, as every timestamp the drain reads is: 1.5 s of the loop's timers,
+    not 30 (a rehearsal's copy, on such a clock, would otherwise see every drain wait twenty
+    times too long)."""
+    sim, client, monitor = cluster
+    await client.create(DEPLOYMENTS, deployment("t", 2, node="node-0"), NS)
+    await running(client, "t", 2)
+    await client.create(PDBS, pdb("t", "t", minAvailable=2), NS)
+    monitor.watch("t", min_available=2)
+    await settle_pdb(client, "t", 2)
+    clock = Clock(now=sim.clock.now, scale=sim.clock.time_scale)
+    drainer = Drainer(client, DrainOptions(timeout=30), clock=clock)
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    with pytest.raises(DrainTimeout, match=r"global timeout reached: 30s"):
+        await asyncio.wait_for(drainer.drain("node-0"), 20)
+    assert loop.time() - began < 10
 
 
 async def test_order_by_rules_labels_and_priorities(cluster: Any, mode: str) -> None:
