@@ -260,3 +260,26 @@ async def test_run_apart_raises_what_the_warped_work_raised() -> None:
 
     with pytest.raises(LookupError, match="from the warped loop"):
         await warp.run_apart(inner)
+
+
+@pytest.mark.parametrize("work_takes_time", [False, True])
+def test_a_wait_for_the_last_nanosecond_reaches_its_deadline(work_takes_time: bool) -> None:
+    """asyncio runs a timer due within its clock's resolution as due now. Code that waits
+    until a deadline and then reads the clock must find the deadline reached, or it waits for
+    the sliver left, and again, while a clock that only jumps never gets there (a simulated
+    watch waiting for its bookmark spun like this for minutes)."""
+
+    async def main() -> int:
+        running = loop()
+        wake = asyncio.Event()
+        await asyncio.sleep(1234.5678)  # some jumps first, so the clock is not a round number
+        deadline = running.time() + running._clock_resolution / 10  # type: ignore[attr-defined]
+        waits = 0
+        while running.time() < deadline:
+            waits += 1
+            assert waits < 100, "waiting for a deadline the clock never reaches"
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(wake.wait(), deadline - running.time())
+        return waits
+
+    assert warp.run(main(), work_takes_time=work_takes_time) < 100
