@@ -53,6 +53,7 @@ from nodeops.controllers.cycling.resources import NODEGROUPS
 from nodeops.demo.scenario import demo_scenario
 from nodeops.demo.world import World, WorldOptions
 from nodeops.kube import objects as o
+from nodeops.kube.clientconfig import CLIENT_QPS
 from nodeops.kube.resources import NODES
 from nodeops.rehearse.rehearsal import OPERATOR_DEFAULTS, outcome
 from nodeops.rehearse.timings import Workloads
@@ -186,6 +187,7 @@ async def real_roll(sc: Scenario, concurrency: int, scale: float, seed: int) -> 
             seed=seed,
             controllers=False,
             settings=dict(OPERATOR_DEFAULTS),
+            manager_qps=CLIENT_QPS,
         )
     )
     recorder = RollRecorder(world.sim.server, world.clock, Workloads(()))

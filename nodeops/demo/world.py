@@ -72,6 +72,11 @@ class WorldOptions:
     record: bool = True
     """Keep the demo's record of the cluster (budget violations, evictions, Ready shares) from
     the simulator's store; a rehearsal keeps its own."""
+    manager_qps: float = 0.0
+    """Requests per simulated second the manager's client may send (bursts of
+    `CLIENT_BURST`); 0: as many as it likes. A rehearsal's copy sends at `nodeops run`'s own
+    rate (`CLIENT_QPS`): twenty nodes drained at once ask for hundreds of evictions, and how
+    fast they go decides how deep a workload dips."""
     attach_id: str = "demo"
     """With `kubeconfig`: the attach's id. An attach removes what an earlier one of the same id
     left (a crash's remains), so two worlds on one cluster need ids of their own."""
@@ -143,6 +148,7 @@ class World:
         self.notifier: Notifier | None = None
         self._task: asyncio.Task[int] | None = None
         self._requests_base = 0
+        self._manager_client: Client | None = None
 
     @property
     def time(self) -> TimeBase:
@@ -160,7 +166,8 @@ class World:
         if self.attachment is None:
             return api_requests(self.sim.server.stats.snapshot())
         assert self.client is not None
-        return self.client.requests - self._requests_base
+        manager = self._manager_client.requests if self._manager_client is not None else 0
+        return self.client.requests + manager - self._requests_base
 
     def api_client(self, **options: Any) -> Client:
         """A client of the cluster's API server, as the admin of the simulated one or with the
@@ -252,7 +259,11 @@ class World:
 
     def start_manager(self) -> None:
         assert self.client is not None
-        self.manager = Manager(self.client, metrics_addr="0", health_addr="0")
+        client = self.client
+        if self.options.manager_qps > 0:
+            qps = self.options.manager_qps * self.options.time_scale  # in the loop's seconds
+            client = self._manager_client = self.api_client(qps=qps, timeout=30)
+        self.manager = Manager(client, metrics_addr="0", health_addr="0")
         self.providers = Providers(self.provider, "sim")
         notifier = self.options.notifier(self.client) if self.options.notifier else None
         self.notifier = notifier
@@ -384,6 +395,8 @@ class World:
             await self.notifier.close()
         if self.client is not None:
             await self.client.close()
+        if self._manager_client is not None:
+            await self._manager_client.close()
         if self._feed is not None:
             await self._feed.stop()
         if self.attachment is not None:

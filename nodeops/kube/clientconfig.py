@@ -30,6 +30,12 @@ USER_AGENT = f"nodeops/{__version__}"
 TokenSource = Callable[[], Awaitable[str | None]]
 
 
+CLIENT_QPS = 50.0
+CLIENT_BURST = 100
+"""The requests per second a client sends, and how many it may send at once, by default: what
+`nodeops run` talks to the API server at."""
+
+
 @dataclass(frozen=True, slots=True)
 class RetryNotice:
     """A request about to be sent again: what it was, why it failed, when it goes again."""
@@ -78,8 +84,8 @@ class ClientConnection:
         token: str | None = None,
         token_source: TokenSource | None = None,
         ssl_context: ssl.SSLContext | bool | None = None,
-        qps: float = 50.0,
-        burst: int = 100,
+        qps: float = CLIENT_QPS,
+        burst: int = CLIENT_BURST,
         timeout: float = 30.0,
         user_agent: str = USER_AGENT,
         max_retries: int = 5,

@@ -92,7 +92,7 @@ def _rehearse_arguments(parser: argparse.ArgumentParser) -> None:
     rehearse.add_argument(
         "--time-scale",
         type=float,
-        help="simulated seconds per second of the copy's clock (default 2)",
+        help="simulated seconds per second of the copy's clock (default 1)",
     )
     rehearse.add_argument("--horizon", help="give up on a roll not done by then (default 6h)")
     rehearse.add_argument("--provider", help="cloud provider to describe the groups with")
