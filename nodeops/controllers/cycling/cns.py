@@ -239,7 +239,7 @@ class CycleNodeStatusReconciler:
     ) -> Result | None:
         del ctx
         keys = spec.cycle_settings.labels_to_remove or []
-        for pod in self.pods.by_index(BY_NODE, spec.node_name):
+        for pod in self.pods.by_index(BY_NODE, spec.node_name) if keys else ():
             present = [k for k in keys if k in o.labels(pod)]
             if not present:
                 continue
