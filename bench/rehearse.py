@@ -262,12 +262,20 @@ def compare(predicted: dict[str, Any], real: dict[str, Any]) -> dict[str, Any]:
         "lowest_ready_real": {d["workload"]: d["lowest_ready_share"] for d in real["workloads"]},
         # Where the two rolls went apart: each batch's start and end, each budget's blocked
         # time, and the calls whose counts differ by more than a fifth.
-        "batches_predicted": [[b["start_seconds"], b["end_seconds"]] for b in predicted["batches"]],
-        "batches_real": [[b["start_seconds"], b["end_seconds"]] for b in real["batches"]],
-        "budget_seconds_predicted": {b["budget"]: b["blocked_seconds"] for b in predicted["budgets"]},
-        "budget_seconds_real": {b["budget"]: b["blocked_seconds"] for b in real["budgets"]},
+        "batches_predicted": _batches(predicted),
+        "batches_real": _batches(real),
+        "budget_seconds_predicted": _budget_seconds(predicted),
+        "budget_seconds_real": _budget_seconds(real),
         "calls_differing": _calls_differing(predicted, real),
     }  # fmt: skip
+
+
+def _batches(report: dict[str, Any]) -> list[list[float | None]]:
+    return [[b["start_seconds"], b["end_seconds"]] for b in report["batches"]]
+
+
+def _budget_seconds(report: dict[str, Any]) -> dict[str, float]:
+    return {b["budget"]: b["blocked_seconds"] for b in report["budgets"]}
 
 
 def _calls_differing(predicted: dict[str, Any], real: dict[str, Any]) -> dict[str, list[int]]:
@@ -285,6 +293,19 @@ def _calls_differing(predicted: dict[str, Any], real: dict[str, Any]) -> dict[st
 async def one(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
     sc = scenario(nodes, args.pods_per_node, args.seed)
     concurrency = max(2, nodes // 10)
+    if args.real_only:
+        real = await real_roll(sc, concurrency, args.real_scale, args.seed)
+        return {
+            "nodes": nodes,
+            "concurrency": concurrency,
+            "real_seconds": real.get("predicted_seconds"),
+            "batches_real": _batches(real),
+            "budget_seconds_real": _budget_seconds(real),
+            "failures_real": real["failures"],
+            "real_time_scale": real["time_scale"],
+            "real_roll_wall_seconds": real["wall_seconds"],
+            "real_observed_boot_seconds": real["observed_boot_seconds"],
+        }
     predicted = await rehearsal(sc, concurrency, args.rehearse_scale, args.seed, args.live_scale)
     cost = {
         "rehearse_wall_seconds": predicted["wall_seconds_measured"],
@@ -384,7 +405,15 @@ def main(argv: list[str] | None = None) -> int:
         help="skip the real roll: the rehearsal's own cost and prediction, for sizes whose real "
         "roll would take hours",
     )
+    parser.add_argument(
+        "--real-only",
+        action="store_true",
+        help="skip the rehearsal: the real roll alone, to see how much the simulator standing "
+        "in for the cluster lags its clock at a given --real-scale",
+    )
     args = parser.parse_args(argv)
+    if args.real_only and args.rehearse_only:
+        parser.error("--real-only and --rehearse-only exclude each other")
     from nodeops.kube.logging import configure
 
     configure("error", "console")
