@@ -387,9 +387,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--real-scale",
         type=_positive,
-        default=5.0,
-        help="the real roll's time scale: faster, and the simulator lags its clock on a busy "
-        "machine, which lengthens the real roll (the rehearsal's work takes no simulated time)",
+        default=1.0,
+        help="the real roll's time scale: faster, and the simulator lags its clock, which "
+        "lengthens the real roll (the rehearsal's work takes no simulated time); at 200 nodes "
+        "on two cores, 2 made it 25%% longer than 1",
     )
     parser.add_argument(
         "--live-scale",
