@@ -208,13 +208,18 @@ async def test_multiple_pdbs_fail_without_retry(cluster: Any, mode: str) -> None
         await run_drain(client, mode, "node-0", DrainOptions(timeout=20))
 
 
-async def test_timeout_reports_blocked_pods(cluster: Any, mode: str) -> None:
-    _, client, monitor = cluster
+async def two_pods_no_budget_lets_go(client: Client, monitor: Any) -> None:
+    """Two pods on node-0 under a budget that needs both of them: a drain waits until timeout."""
     await client.create(DEPLOYMENTS, deployment("t", 2, node="node-0"), NS)
     await running(client, "t", 2)
     await client.create(PDBS, pdb("t", "t", minAvailable=2), NS)
     monitor.watch("t", min_available=2)
     await settle_pdb(client, "t", 2)
+
+
+async def test_timeout_reports_blocked_pods(cluster: Any, mode: str) -> None:
+    _, client, monitor = cluster
+    await two_pods_no_budget_lets_go(client, monitor)
     with pytest.raises(DrainTimeout) as info:
         await run_drain(client, mode, "node-0", DrainOptions(timeout=1.5))
     text = str(info.value)
@@ -228,11 +233,7 @@ async def test_a_drain_counts_its_waits_in_the_clusters_seconds(cluster: Any) ->
     not 30 (a rehearsal's copy, on such a clock, would otherwise see every drain wait twenty
     times too long)."""
     sim, client, monitor = cluster
-    await client.create(DEPLOYMENTS, deployment("t", 2, node="node-0"), NS)
-    await running(client, "t", 2)
-    await client.create(PDBS, pdb("t", "t", minAvailable=2), NS)
-    monitor.watch("t", min_available=2)
-    await settle_pdb(client, "t", 2)
+    await two_pods_no_budget_lets_go(client, monitor)
     clock = Clock(now=sim.clock.now, scale=sim.clock.time_scale)
     drainer = Drainer(client, DrainOptions(timeout=30), clock=clock)
     loop = asyncio.get_running_loop()
