@@ -18,7 +18,7 @@ from nodeops.sim.server.auth import Authenticator, RBACAuthorizer, bootstrap_pol
 from nodeops.sim.server.discovery import kube_version
 from nodeops.sim.server.errors import ApiError
 from nodeops.sim.server.faults import FaultInjector
-from nodeops.sim.server.http import ApiHttp
+from nodeops.sim.server.http import BOOKMARK_SECONDS, ApiHttp
 from nodeops.sim.server.registry import Registry
 from nodeops.sim.server.resources import ResourceType
 from nodeops.sim.server.store import Store
@@ -51,7 +51,7 @@ class SimServer:
         faults: str | None = None,
         seed: int = 0,
         history_size: int = 20_000,
-        bookmark_interval: float = 5.0,
+        bookmark_interval: float = BOOKMARK_SECONDS,
         tls: bool = False,
         kube_version: str | None = None,
     ) -> None:

@@ -300,3 +300,32 @@ async def test_unsupported_combinations_are_invalid_list_options(
         "group": "meta.k8s.io",
         "causes": [{"reason": r, "message": m, "field": f} for r, f, m in causes],
     }
+
+
+async def test_bookmarks_come_each_interval_and_once_just_before_the_timeout(
+    api: Api, server: SimServer
+) -> None:
+    """kube-apiserver's watch cache: a bookmark every `bookmark_interval` (a minute there), one
+    2 s before the watch's timeout, and none after it."""
+    server.http.bookmark_interval = 0.4
+    _, lst = await api.get(CMS)
+    params = {
+        "resourceVersion": lst["metadata"]["resourceVersion"],
+        "allowWatchBookmarks": "true",
+        "timeoutSeconds": "3",
+    }
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    arrivals: list[float] = []
+    async with api.session.get(
+        api.base + CMS, params={"watch": "true", **params}, headers=api.headers
+    ) as resp:
+        async for line in resp.content:
+            if line.strip():
+                assert orjson.loads(line)["type"] == "BOOKMARK"
+                arrivals.append(loop.time() - started)
+    ended = loop.time() - started
+    # At 0.4 and 0.8, then 1.0 (3 s less 2 s) instead of 1.2, then nothing until the end.
+    assert len(arrivals) == 3, arrivals
+    assert 0.9 <= arrivals[-1] < 1.6, arrivals
+    assert ended >= 2.9
