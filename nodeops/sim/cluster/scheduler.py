@@ -9,10 +9,11 @@ spreads. Pods that fit nowhere wait until a node or a pod changes in a way that 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -71,18 +72,32 @@ def pod_class(static: bytes, requests: dict[str, int]) -> bytes:
 
 
 _UNKNOWN = object()
+STATIC_FITS_KEPT = 32
+"""Static classes whose passing nodes are kept up to date as nodes change: the workloads' few
+classes; a DaemonSet pod, pinned to its node, is a class of its own and used once."""
 
 
 class _NodeInfo:
     """A node as the scheduler uses it, with per-pod-class results of the static checks."""
 
-    __slots__ = ("alloc", "name", "node", "prefer_no_schedule", "signature", "static", "taints")
+    __slots__ = (
+        "alloc",
+        "name",
+        "node",
+        "position",
+        "prefer_no_schedule",
+        "signature",
+        "static",
+        "taints",
+    )
 
     def __init__(self, node: Obj) -> None:
         self.name = key_of(node)[1]
         self.node = node
         self.signature: tuple[Any, ...] = ()
         self.static: dict[bytes, str | None] = {}
+        self.position = -1
+        """Where it stands in the scheduler's order of nodes."""
         self.alloc: dict[str, int] = {}
         self.taints: list[Mapping[str, Any]] = []
         self.prefer_no_schedule: list[Mapping[str, Any]] = []
@@ -90,7 +105,8 @@ class _NodeInfo:
         and a thousand-node cluster scores some four hundred nodes for every pod."""
         self.update(node)
 
-    def update(self, node: Obj) -> None:
+    def update(self, node: Obj) -> bool:
+        """Whether what the static checks read changed."""
         self.node = node
         meta = node.get("metadata") or {}
         spec = node.get("spec") or {}
@@ -100,7 +116,8 @@ class _NodeInfo:
             spec.get("taints"),
             node_ready_status(node),
         )
-        if signature != self.signature:
+        changed = signature != self.signature
+        if changed:
             self.signature = signature
             self.static = {}
             self.taints = effective_taints(node)
@@ -108,6 +125,40 @@ class _NodeInfo:
                 t for t in self.taints if t.get("effect") == PREFER_NO_SCHEDULE
             ]
         self.alloc = node_allocatable(node)
+        return changed
+
+    def static_reason(self, key: bytes, pod: Obj) -> str | None:
+        """Why a pod of static class `key` cannot run here whatever the node's load, or None."""
+        reason: Any = self.static.get(key, _UNKNOWN)
+        if reason is _UNKNOWN:
+            reason = self.static[key] = static_filter(pod, self.node, self.taints)
+        return cast("str | None", reason)
+
+
+class _StaticFit:
+    """The nodes that pass a static class's checks, by their place in the scheduler's order.
+
+    During a roll most nodes pass, but a thousand-node cluster has a hundred cordoned at a
+    time, and kube-scheduler's walk over some four hundred nodes for each pod stepped over
+    each of them; the walk now visits only nodes that pass, and still counts the ones it steps
+    over, so it stops and rotates exactly where the full walk did.
+    """
+
+    __slots__ = ("pod", "positions")
+
+    def __init__(self, pod: Obj, infos: list[_NodeInfo], key: bytes) -> None:
+        self.pod = pod
+        """A pod of the class, to check nodes that change against."""
+        self.positions = [i.position for i in infos if i.static_reason(key, pod) is None]
+
+    def node_changed(self, info: _NodeInfo, key: bytes) -> None:
+        at = bisect.bisect_left(self.positions, info.position)
+        present = at < len(self.positions) and self.positions[at] == info.position
+        fits = info.static_reason(key, self.pod) is None
+        if fits and not present:
+            self.positions.insert(at, info.position)
+        elif present and not fits:
+            del self.positions[at]
 
 
 class Scheduler:
@@ -137,6 +188,7 @@ class Scheduler:
         self._binding: set[Key] = set()
         self._infos: dict[str, _NodeInfo] = {}
         self._order: list[_NodeInfo] | None = None
+        self._static_fit: OrderedDict[bytes, _StaticFit] = OrderedDict()
         # Pod classes that fit nowhere, with their rejection reasons; cleared whenever something
         # happens that could let an unschedulable pod fit.
         self._class_failed: dict[bytes, dict[str, int]] = {}
@@ -188,15 +240,16 @@ class Scheduler:
         if new is None:
             assert old is not None
             self._infos.pop(key_of(old)[1], None)
-            self._order = None
+            self._forget_order()
             return
         name = key_of(new)[1]
         info = self._infos.get(name)
         if info is None:
             self._infos[name] = _NodeInfo(new)
-            self._order = None
-        else:
-            info.update(new)
+            self._forget_order()
+        elif info.update(new) and self._order is not None:
+            for key, fit in self._static_fit.items():
+                fit.node_changed(info, key)
         if node_change_may_help(old, new):
             self._flush_unschedulable()
 
@@ -270,15 +323,23 @@ class Scheduler:
             if done % 50 == 0:
                 await asyncio.sleep(0)
 
+    def _forget_order(self) -> None:
+        self._order = None
+        self._static_fit.clear()
+
     def _candidate_nodes(self) -> list[_NodeInfo]:
         if self._order is None:
             self._order = [self._infos[n] for n in sorted(self._infos)]
+            for i, info in enumerate(self._order):
+                info.position = i
         return self._order
 
     def select_node(
         self, pod: Obj, requests: dict[str, int] | None = None
     ) -> tuple[str | None, dict[str, int]]:
-        """The best node for `pod`, or None with the count of each rejection reason."""
+        """The best node for `pod`; None when it fits nowhere, with the count of each reason
+        the nodes gave (the reasons are complete only then: a walk that finds nodes does not
+        collect the static reasons of the nodes it stepped over)."""
         infos = self._candidate_nodes()
         total = len(infos)
         reasons: dict[str, int] = {}
@@ -288,22 +349,28 @@ class Scheduler:
         if requests is None:
             requests = pod_requests(pod)
         static_key = static_class(pod)
+        fit = self._static_fit.get(static_key)
+        if fit is None:
+            fit = self._static_fit[static_key] = _StaticFit(pod, infos, static_key)
+            if len(self._static_fit) > STATIC_FITS_KEPT:
+                self._static_fit.popitem(last=False)
+        else:
+            self._static_fit.move_to_end(static_key)
+        positions = fit.positions
         empty = NodeUsage()
         usages = self._usage
         tolerations = (pod.get("spec") or {}).get("tolerations") or []
         candidates: list[tuple[str, float, int, int]] = []
         found = 0
         start = self._next_start % total
-        checked = 0
-        for i in range(total):
-            info = infos[(start + i) % total]
-            checked += 1
-            reason: Any = info.static.get(static_key, _UNKNOWN)
-            if reason is _UNKNOWN:
-                reason = info.static[static_key] = static_filter(pod, info.node, info.taints)
+        checked = total
+        # kube-scheduler's walk: from `start` round the nodes until `want` feasible ones.
+        first = bisect.bisect_left(positions, start)
+        count = len(positions)
+        for j in range(count):
+            info = infos[positions[(first + j) % count]]
             usage = usages.get(info.name) or empty
-            if reason is None:
-                reason = resource_filter(requests, info.alloc, usage)
+            reason = resource_filter(requests, info.alloc, usage)
             if reason is not None:
                 reasons[reason] = reasons.get(reason, 0) + 1
                 continue
@@ -319,15 +386,21 @@ class Scheduler:
                 )
             )
             if found >= want:
+                checked = (info.position - start) % total + 1
                 break
+        if not candidates:
+            for info in infos:
+                static_reason = info.static_reason(static_key, pod)
+                if static_reason is not None:
+                    reasons[static_reason] = reasons.get(static_reason, 0) + 1
         # Scores are summed with kube-scheduler's default weights; the taint score is
         # normalised over the feasible nodes, so it needs them all first.
         best: str | None = None
         best_score = -1.0
         best_pods = 0
         taint_scores = taint_toleration_scores([c[2] for c in candidates])
-        for (name, fit, _, pods), taint_score in zip(candidates, taint_scores, strict=True):
-            score = fit + TAINT_TOLERATION_WEIGHT * taint_score
+        for (name, fit_score, _, pods), taint_score in zip(candidates, taint_scores, strict=True):
+            score = fit_score + TAINT_TOLERATION_WEIGHT * taint_score
             if score > best_score or (score == best_score and pods < best_pods):
                 best, best_score, best_pods = name, score, pods
         self._next_start = (start + checked) % total
