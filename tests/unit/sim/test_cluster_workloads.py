@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from nodeops.sim.cluster.daemonset import (
+    CachedShouldRun,
     daemon_tolerations,
     daemonset_status,
     node_should_run,
@@ -344,6 +345,22 @@ def node(
     if unschedulable:
         spec["unschedulable"] = True
     return {"metadata": {"name": name, "labels": labels or {}}, "spec": spec}
+
+
+def test_a_nodes_answer_is_kept_until_the_node_changes() -> None:
+    answers = CachedShouldRun({})
+    plain = {**node("a"), "metadata": {"name": "a", "resourceVersion": "1"}}
+    assert answers(plain) == (True, True)
+    tainted = {
+        **node("a", taints=[{"key": "gpu", "effect": "NoExecute"}]),
+        "metadata": {"name": "a", "resourceVersion": "2"},
+    }
+    assert answers(tainted) == (False, False)
+    # Without a resourceVersion nothing says the node is unchanged: it is asked again.
+    assert answers(node("a")) == (True, True)
+    answers(node("b"))
+    answers.keep_only(["b"])
+    assert len(answers) == 1
 
 
 def test_daemon_tolerations_cover_cordon_and_node_problems() -> None:
