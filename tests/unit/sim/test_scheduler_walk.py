@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from nodeops.sim.cluster.daemonset import pin_to_node
 from nodeops.sim.cluster.scheduler import STATIC_FITS_KEPT, Scheduler, feasible_nodes_to_find
 from nodeops.sim.cluster.scheduling import (
     TAINT_TOLERATION_WEIGHT,
@@ -105,26 +106,8 @@ def test_the_walk_picks_and_rotates_as_a_walk_over_every_node() -> None:
 def test_a_pod_pinned_to_its_node_does_not_keep_a_class_for_ever() -> None:
     sched = _scheduler([node(f"n{i}") for i in range(50)])
     for i in range(STATIC_FITS_KEPT + 20):
-        pinned = pod(
-            f"ds-{i}",
-            affinity={
-                "nodeAffinity": {
-                    "requiredDuringSchedulingIgnoredDuringExecution": {
-                        "nodeSelectorTerms": [
-                            {
-                                "matchFields": [
-                                    {
-                                        "key": "metadata.name",
-                                        "operator": "In",
-                                        "values": [f"n{i % 50}"],
-                                    }
-                                ]
-                            }
-                        ]
-                    }
-                }
-            },
-        )
+        pinned = pod(f"ds-{i}")
+        pin_to_node(pinned, f"n{i % 50}")
         chosen, _ = sched.select_node(pinned)
         assert chosen == f"n{i % 50}"
     assert len(sched._static_fit) == STATIC_FITS_KEPT
