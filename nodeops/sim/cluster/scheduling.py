@@ -395,5 +395,7 @@ def summarize_reasons(total_nodes: int, reasons: Mapping[str, int]) -> str:
     """The PodScheduled=False message, e.g. "0/3 nodes are available: 3 Insufficient cpu."."""
     if not reasons:
         return f"0/{total_nodes} nodes are available."
-    parts = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items(), key=lambda x: x[0]))
+    # kube-scheduler sorts the "count reason" strings themselves (FitError.Error), so a count
+    # of 1 comes before a count of 4, and 10 before 4.
+    parts = ", ".join(sorted(f"{n} {r}" for r, n in reasons.items()))
     return f"0/{total_nodes} nodes are available: {parts}."

@@ -286,10 +286,19 @@ def test_node_change_may_help_only_for_improvements() -> None:
     assert node_change_may_help(base, node(labels={"new": "label"}))
 
 
-def test_summarize_reasons() -> None:
+def test_summarize_reasons_sorts_as_kube_scheduler_does() -> None:
+    # FitError.Error sorts the "count reason" strings, not the reasons: as kube-scheduler
+    # (1.24) wrote it for the same pod on a real control plane.
     assert (
         summarize_reasons(3, {"Insufficient cpu": 2, "node(s) were unschedulable": 1})
-        == "0/3 nodes are available: 2 Insufficient cpu, 1 node(s) were unschedulable."
+        == "0/3 nodes are available: 1 node(s) were unschedulable, 2 Insufficient cpu."
+    )
+    assert (
+        summarize_reasons(
+            14, {"Insufficient cpu": 4, "node(s) didn't match Pod's node affinity/selector": 10}
+        )
+        == "0/14 nodes are available: 10 node(s) didn't match Pod's node affinity/selector, "
+        "4 Insufficient cpu."
     )
 
 
