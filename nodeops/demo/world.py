@@ -27,6 +27,7 @@ from nodeops.controllers.cycling.settings import CyclingSettings, ObserverSettin
 from nodeops.controllers.cycling.timebase import TimeBase
 from nodeops.controllers.cycling.wiring import CyclingControllers, install
 from nodeops.kube import Manager, errors
+from nodeops.kube import objects as o
 from nodeops.kube.client import Client
 from nodeops.kube.resources import CRDS, NAMESPACES, PODS
 from nodeops.providers.base import Provider
@@ -39,6 +40,7 @@ from nodeops.sim.record import ClusterRecord
 from nodeops.sim.scenario import Scenario
 from nodeops.sim.serve import SimCluster, SimOptions
 from nodeops.sim.server.accounting import RequestStats
+from nodeops.sim.server.store import WatchEvent
 
 __all__ = ["OPERATOR_NAMESPACE", "World", "WorldOptions", "api_requests"]
 
@@ -333,13 +335,14 @@ class World:
         )
         if not want:
             return  # a rehearsal's copy: its pods are loaded, and it waits for them itself
+        if self.attachment is None:
+            await self._until_pods_ready(want, timeout)
+            return
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         ready = 0
         # Attached, only the scenario's pods count, not the cluster's own.
-        selector = None
-        if self.attachment is not None:
-            selector = ",".join(f"{k}={v}" for k, v in self.attachment.labels.items())
+        selector = ",".join(f"{k}={v}" for k, v in self.attachment.labels.items())
         while loop.time() < deadline:
             pods, _ = await self.client.list(PODS, label_selector=selector)
             ready = sum(1 for p in pods if _pod_ready(p))
@@ -347,6 +350,47 @@ class World:
                 return
             await asyncio.sleep(0.1)
         raise TimeoutError(f"workloads not ready after {timeout:g}s ({ready} of {want} pods)")
+
+    async def _until_pods_ready(self, want: int, timeout: float) -> None:
+        """Until `want` pods are Ready, woken by the simulator's own writes of pods: no list
+        per poll, which at thousands of pods cost more than building them, and on a loop that
+        skips idle waits a poll every tenth of a second was a busy wait."""
+        assert self.client is not None
+        ready: set[tuple[str, str]] = set()
+        touched: set[tuple[str, str]] = set()
+        changed = asyncio.Event()
+
+        def on_write(key: tuple[str, str], ev: WatchEvent) -> None:
+            if key != _POD_STORAGE:
+                return
+            pod = ev.decoded()
+            meta = pod.get("metadata") or {}
+            name = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+            touched.add(name)
+            if ev.type != "DELETED" and _pod_ready(pod):
+                ready.add(name)
+            else:
+                ready.discard(name)
+            changed.set()
+
+        hooks = self.sim.server.store.write_hooks
+        hooks.append(on_write)
+        try:
+            pods, _ = await self.client.list(PODS)
+            for pod in pods:
+                name = (o.namespace(pod), o.name(pod))
+                if name not in touched and _pod_ready(pod):
+                    ready.add(name)
+            async with asyncio.timeout(timeout):
+                while len(ready) < want:
+                    changed.clear()
+                    await changed.wait()
+        except TimeoutError:
+            raise TimeoutError(
+                f"workloads not ready after {timeout:g}s ({len(ready)} of {want} pods)"
+            ) from None
+        finally:
+            hooks.remove(on_write)
 
     async def create_request(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """Create the roll's request. The injected faults are for the operator: a create they
@@ -403,6 +447,10 @@ class World:
             await self.attachment.stop()
         else:
             await self.sim.stop()
+
+
+_POD_STORAGE = ("", "pods")
+"""The simulator's store key of pods (API group, plural)."""
 
 
 def _pod_ready(pod: Mapping[str, Any]) -> bool:
