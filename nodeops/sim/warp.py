@@ -37,6 +37,8 @@ class _Warp:
     def __init__(self) -> None:
         self.offset = 0.0
         self.jumps = 0
+        self.skipping = True
+        """False once the loop keeps real time (`WarpLoop.keep_real_time`)."""
         self.busy = 0
         """Executor jobs submitted whose result the loop has not taken yet."""
 
@@ -73,7 +75,7 @@ class _WarpSelector(selectors.BaseSelector):
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
         # None: no timer at all, so nothing to jump to; <= 0: callbacks are ready. A thread at
         # work for the loop wakes it through the loop's self-pipe when done: wait for it.
-        if timeout is None or timeout <= 0 or self._warp.busy:
+        if timeout is None or timeout <= 0 or self._warp.busy or not self._warp.skipping:
             ready = self._inner.select(timeout)
         else:
             ready = self._inner.select(0)
@@ -170,6 +172,16 @@ class WarpLoop(asyncio.SelectorEventLoop):
     @property
     def work_takes_time(self) -> bool:
         return self._work_takes_time
+
+    def keep_real_time(self) -> None:
+        """From now on wait as an ordinary loop does, the clock running on with the monotonic
+        clock from where the jumps left it: for a closed system that, once built, is opened to
+        the world outside (a simulated cluster built in skipped time, then read by another
+        process, whose requests the loop cannot foresee and a jump would time out)."""
+        now = self.time()
+        self._warp.skipping = False
+        self._work_takes_time = True
+        self._warp.offset = now - time.monotonic()
 
     @property
     def skipped_seconds(self) -> float:

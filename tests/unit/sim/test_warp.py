@@ -283,3 +283,19 @@ def test_a_wait_for_the_last_nanosecond_reaches_its_deadline(work_takes_time: bo
         return waits
 
     assert warp.run(main(), work_takes_time=work_takes_time) < 100
+
+
+def test_once_it_keeps_real_time_the_clock_runs_on_and_waits_are_slept() -> None:
+    async def main() -> tuple[float, float, float, float]:
+        await asyncio.sleep(HOUR)
+        skipped = loop().time()
+        loop().keep_real_time()
+        switched = loop().time()
+        wall = time.monotonic()
+        await asyncio.sleep(0.2)
+        return skipped, switched, loop().time() - switched, time.monotonic() - wall
+
+    skipped, switched, passed, wall = warp.run(main(), work_takes_time=False)
+    assert switched == pytest.approx(skipped, abs=1e-3)  # no step back, no step forward
+    assert wall >= 0.2  # slept, not jumped
+    assert passed == pytest.approx(wall, abs=0.05)  # the loop's clock runs with the wall's
