@@ -13,7 +13,8 @@ gave for free are taken another way, from outside the operator:
   metrics endpoint, requests to the API server's host only, the cloud's apart);
 - a node of the attach that goes not-Ready while nobody cordoned it is counted: that is the
   cluster's node lifecycle controller judging the simulated kubelets' leases by its own wall
-  clock, and a roll on such a cluster measures the machine, not the operator.
+  clock, and a roll on such a cluster measures the machine, not the operator;
+- what a rehearsal's recorder reads from the simulator's store comes from watches (`RollFeed`).
 """
 
 from __future__ import annotations
@@ -29,13 +30,23 @@ from urllib.parse import urlsplit
 
 from nodeops.api import all_crds
 from nodeops.controllers.cycling.nodes import CYCLE_TAINT
+from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS, CYCLENODESTATUSES
 from nodeops.demo.world import OPERATOR_NAMESPACE, World
 from nodeops.kube import errors
 from nodeops.kube.client import Client
 from nodeops.kube.requestcore import PATCH_CONTENT_TYPES
 from nodeops.kube.resources import CRDS
+from nodeops.rehearse.watch import RollRecorder
 from nodeops.sim.attach.labels import ATTACH_LABEL, selector
-from nodeops.sim.cluster.apiclient import NODES, PODS, RELISTED, ApiClient, Resource
+from nodeops.sim.cluster.apiclient import (
+    NODES,
+    PDBS,
+    PODS,
+    RELISTED,
+    REPLICASETS,
+    ApiClient,
+    Resource,
+)
 
 __all__ = [
     "CRD_FIELDS_SINCE_1_28",
@@ -314,3 +325,71 @@ async def leftovers(client: Client, instance: str, timeout: float = 180.0) -> di
         if not left or loop.time() > deadline:
             return left
         await asyncio.sleep(1.0)
+
+
+class RollFeed:
+    """Feeds a `RollRecorder` from watches of the attached cluster, whose store is not ours: the
+    recorder then judges a roll on a real control plane by the rule it judges the simulator's.
+
+    A watch that expired comes back as a full list; what the list no longer holds was deleted
+    in the gap, and is reported so, from the last copy seen.
+    """
+
+    def __init__(self, client: ApiClient, recorder: RollRecorder) -> None:
+        self.client = client
+        self.recorder = recorder
+        self._last: dict[tuple[str, str], dict[tuple[str, str], Mapping[str, Any]]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        """List, report and follow each resource the recorder reads."""
+        for resource in (REPLICASETS, PDBS, NODES, PODS, CYCLENODEREQUESTS, CYCLENODESTATUSES):
+            listed = await self.client.list(resource)
+            for obj in listed.items:
+                self._report(resource, "ADDED", obj)
+            self._tasks.append(
+                asyncio.create_task(
+                    self._follow(resource, listed.resource_version),
+                    name=f"roll-feed-{resource.plural}",
+                )
+            )
+
+    async def _follow(self, resource: Resource, version: str) -> None:
+        async for event in self.client.watch(resource, resource_version=version):
+            if event.type == RELISTED:
+                items = event.items or []
+                fresh = {_object_key(obj) for obj in items}
+                for key, last in list(self._last.get(_resource_key(resource), {}).items()):
+                    if key not in fresh:
+                        self._report(resource, "DELETED", last)
+                for obj in items:
+                    self._report(resource, "MODIFIED", obj)
+                continue
+            self._report(resource, event.type, event.object)
+
+    def _report(self, resource: Resource, event: str, obj: Mapping[str, Any]) -> None:
+        kind = _resource_key(resource)
+        last = self._last.setdefault(kind, {})
+        if event == "DELETED":
+            last.pop(_object_key(obj), None)
+        else:
+            last[_object_key(obj)] = obj
+        self.recorder.observe(kind, event, dict(obj))
+
+    async def stop(self) -> None:
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await self.client.close()
+
+
+def _resource_key(resource: Resource) -> tuple[str, str]:
+    return (resource.group, resource.plural)
+
+
+def _object_key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))

@@ -519,7 +519,7 @@ async def _server_version(ground: Ground) -> str:
         return await attached_world.server_version(client)
 
 
-def _controllers(text: str) -> frozenset[str]:
+def sim_controllers_argument(text: str) -> frozenset[str]:
     from nodeops.sim.attach import AttachError, parse_controllers
 
     try:
@@ -602,7 +602,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--context", default=None, help="with --kubeconfig: its context")
     parser.add_argument(
         "--sim-controllers",
-        type=_controllers,
+        type=sim_controllers_argument,
         default=frozenset(),
         metavar="LIST",
         help="with --kubeconfig: the simulator's control-plane loops to run there too, as "

@@ -1,7 +1,8 @@
 """A rehearsal against the roll it predicts: `nodeops cycle --rehearse`, then the real roll.
 
     python -m bench.rehearse [--nodes 20,200] [--pods-per-node 30] [--rehearse-scale 2]
-                             [--real-scale 1] [--real-clock scaled|warp] [--live-scale 0.1]
+                             [--real-scale 1] [--real-clock scaled|warp]
+                             [--live-clock warp|scaled] [--live-scale 0.1]
                              [--rehearse-only | --real-only]
 
 For each size: a simulated cluster (the demo's workloads, a Deployment pinned to one node by
@@ -25,12 +26,32 @@ the same recorder. One JSON document on stdout:
 - `real_observed_boot_seconds`: the real roll's median simulated boot, against the scenario's
   60 s: more means its simulator lagged its clock and the real roll ran longer than the cluster
   it stands for would (then compare at a lower `--real-scale`);
+- `real_observed_pod_start_seconds`: per workload, the median start of the pods the real roll
+  made, read from their records as the rehearsal reads the live cluster's. The scenario's pods
+  start in 2 s; more is the simulator lagging where drains wait on it, which a boot's one
+  timer does not show;
 - `rehearse_pod_start_seconds_observed`: each workload's pod start as the rehearsal read it
-  from the live cluster's pods. The live cluster is built on a slow clock (`--live-scale`, 0.1):
-  at 1.0 a simulator making 6,000 pods at once lagged its clock by half a minute, its pods'
-  records said so, and the rehearsal rolled its copy with starts the real roll does not have;
+  from the live cluster's pods. The live cluster is built on a loop that skips idle waits and
+  counts no time for work (`--live-clock warp`, the default), so its records show its
+  kubelets' 2 s. Built on a scaled wall clock (`--live-clock scaled --live-scale S`) one
+  process making thousands of pods at once lags its clock, its pods' records say so, and the
+  rehearsal rolls its copy with starts the real roll does not have: at 1.0 half a minute for
+  6,000 pods, at 0.1 and even 0.03 a second more for 31,000;
 - `batches_*`, `budget_seconds_*` and `calls_differing`: where the two rolls went apart;
 - the machine's load average at the start and end, because the machine may be shared.
+
+On a real control plane:
+
+    python -m bench.rehearse --kubeconfig K --nodes 20 [--sim-controllers LIST]
+                             [--strip-new-crd-fields]
+
+The simulator's kubelets and clouds attach to K's API server (`nodeops sim attach`); the
+cluster's kube-controller-manager and kube-scheduler run the workloads, budgets and placement.
+The cluster is built once at `--real-scale` (1: a real controller-manager judges the kubelets'
+leases by its wall clock), rehearsed by `nodeops cycle --rehearse --kubeconfig K` as a user runs
+it, then rolled there by the cycling controllers while the same recorder follows the roll
+through watches. The JSON names the server's version; `api_calls_real` is missing, since the
+server that counts them is not ours.
 """
 
 from __future__ import annotations
@@ -44,13 +65,15 @@ import resource
 import sys
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from statistics import median
 from typing import Any
 
 import yaml
 
-from bench.cycle import boot_seconds
+from bench import attached_world
+from bench.cycle import boot_seconds, sim_controllers_argument
 from nodeops import __version__
 from nodeops.cli import _positive, build_parser
 from nodeops.controllers.cycling.command import plan_requests
@@ -59,13 +82,13 @@ from nodeops.demo.scenario import demo_scenario
 from nodeops.demo.world import World, WorldOptions
 from nodeops.kube import objects as o
 from nodeops.kube.clientconfig import CLIENT_QPS
-from nodeops.kube.resources import NODES
+from nodeops.kube.resources import NODES, PODS, REPLICASETS
 from nodeops.rehearse.rehearsal import OPERATOR_DEFAULTS, outcome
-from nodeops.rehearse.timings import Workloads
+from nodeops.rehearse.timings import Workloads, pod_start_seconds
 from nodeops.rehearse.watch import RollRecorder
 from nodeops.sim.objects import NODE_GROUP_LABEL
 from nodeops.sim.scenario import Scenario
-from nodeops.sim.warp import run_apart
+from nodeops.sim.warp import WarpLoop, run_apart
 
 GROUP = "workers-a"
 BOOT_SECONDS = 60.0
@@ -129,18 +152,49 @@ def nodegroup(concurrency: int) -> dict[str, Any]:
 
 
 async def rehearsal(
-    sc: Scenario, concurrency: int, scale: float | None, seed: int, live_scale: float
+    sc: Scenario,
+    concurrency: int,
+    scale: float | None,
+    seed: int,
+    live_scale: float,
+    live_clock: str = "warp",
 ) -> dict[str, Any]:
     """`nodeops cycle --rehearse` in a process of its own, against a live simulated cluster.
 
-    The live cluster is built on a clock running at `live_scale`: one process making thousands
-    of pods at once falls behind its clock, and its pods' records then show starts of half a
-    minute where its kubelets take a second or two. A rehearsal reads those records; on a slow
-    clock the lag is a small share of what they show, as in a cluster of many machines.
+    A rehearsal reads each workload's pod start from the live cluster's records, so those
+    records must show what its kubelets do, not how far one process building thousands of
+    pods at once fell behind its clock. `live_clock` "warp" (the default) builds the live
+    cluster on a loop that skips idle waits and counts no time for work, as a cluster of many
+    machines would record it, then keeps real time while the rehearsal reads it. "scaled"
+    builds it on a wall clock running at `live_scale`, where a slow clock makes the lag a small
+    share of what the records show, but not none: at 1,000 nodes, even at 0.03, pods that
+    start in 2 s were recorded as 3 s.
     """
+    if live_clock == "warp":
+        return await run_apart(
+            lambda: _rehearse_live(sc, concurrency, scale, seed, live_scale, warped=True),
+            work_takes_time=False,
+        )
+    return await _rehearse_live(sc, concurrency, scale, seed, live_scale, warped=False)
+
+
+async def _rehearse_live(
+    sc: Scenario,
+    concurrency: int,
+    scale: float | None,
+    seed: int,
+    live_scale: float,
+    *,
+    warped: bool,
+) -> dict[str, Any]:
     live = World(WorldOptions(scenario=sc, time_scale=live_scale, seed=seed, controllers=False))
     await live.start(wait_ready=600)
     try:
+        if warped:
+            loop = asyncio.get_running_loop()
+            assert isinstance(loop, WarpLoop)
+            # Built; from here another process reads it, which the loop cannot foresee.
+            loop.keep_real_time()
         assert live.client is not None
         await live.client.create(NODEGROUPS, nodegroup(concurrency))
         with tempfile.TemporaryDirectory() as tmp:
@@ -158,20 +212,28 @@ async def rehearsal(
                     }
                 )
             )
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            started = time.monotonic()
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "nodeops.cli", "cycle", "workers", "--rehearse", "--json",
-                "--kubeconfig", str(kubeconfig), "--provider", "sim",
-                "--provider-config", str(providers), "--boot-seconds", str(BOOT_SECONDS),
-                *(["--time-scale", str(scale)] if scale is not None else []),
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            )  # fmt: skip
-            out, err = await proc.communicate()
-            wall = time.monotonic() - started
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            return await rehearse_process(kubeconfig, providers, scale)
     finally:
         await live.stop()
+
+
+async def rehearse_process(
+    kubeconfig: Path, providers: Path, scale: float | None, *extra: str
+) -> dict[str, Any]:
+    """`nodeops cycle workers --rehearse --json` as a user runs it, with its wall time, CPU and
+    peak memory, which are the process's own."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "nodeops.cli", "cycle", "workers", "--rehearse", "--json",
+        "--kubeconfig", str(kubeconfig), "--provider", "sim",
+        "--provider-config", str(providers), "--boot-seconds", str(BOOT_SECONDS),
+        *(["--time-scale", str(scale)] if scale is not None else []), *extra,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await proc.communicate()
+    wall = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode not in (0, 1):
         raise RuntimeError(f"the rehearsal failed ({proc.returncode}): {err.decode()[-2000:]}")
     report: dict[str, Any] = json.loads(out)
@@ -223,44 +285,155 @@ async def _real_roll(sc: Scenario, concurrency: int, scale: float, seed: int) ->
     try:
         assert world.client is not None
         group = await world.client.create(NODEGROUPS, nodegroup(concurrency))
-        nodes, _ = await world.client.list(NODES)
-        args = build_parser().parse_args(["cycle", "workers", "-n", "nodeops-system"])
-        plan = plan_requests(args, [group], nodes)
-        assert not plan.problems, plan.problems
-        names = {}
-        for body in plan.requests:
-            created = await world.create_request(body)
-            names[created["metadata"]["name"]] = "workers"
-        desired = {
-            f"{w.kind}/{w.namespace}/{w.name}": w.replica_count
-            for w in sc.workloads
-            if w.kind != "DaemonSet"
-        }
-        world.stats.reset()
-        recorder.start(desired)
-        world.start_manager()
-        await recorder.until(lambda: recorder.all_ended(names), 3600)
-        recorder.finish()
-        stats = world.stats.snapshot()
-        nodes, _ = await world.client.list(NODES)
-        created = {
-            o.name(n): stamp.timestamp()
-            for n in nodes
-            if (stamp := o.parse_time(o.meta(n).get("creationTimestamp"))) is not None
-        }
-        boots = boot_seconds(world, created)
+        report = await roll_and_record(world, sc, group, recorder)
     finally:
         await world.stop()
-    report = outcome(recorder, names, plan.requests, stats).as_dict()
     report["wall_seconds"] = round(time.monotonic() - started, 1)
     report["time_scale"] = scale
-    # The scenario's boot is BOOT_SECONDS: more here means the simulator lagged its clock, and
-    # the real roll ran longer than the cluster it stands for would.
-    report["observed_boot_seconds"] = round(median(boots), 1) if boots else None
     return report
 
 
-def compare(predicted: dict[str, Any], real: dict[str, Any]) -> dict[str, Any]:
+async def roll_and_record(
+    world: World,
+    sc: Scenario,
+    group: dict[str, Any],
+    recorder: RollRecorder,
+    also: Sequence[RollRecorder] = (),
+) -> dict[str, Any]:
+    """Create the requests `nodeops cycle workers` would, start the manager, and record the
+    roll until every request has ended. Recorders in `also` are started with `recorder` and
+    finished once they too have seen every request end; the report is `recorder`'s."""
+    assert world.client is not None
+    nodes, _ = await world.client.list(NODES)
+    args = build_parser().parse_args(["cycle", "workers", "-n", "nodeops-system"])
+    plan = plan_requests(args, [group], nodes)
+    assert not plan.problems, plan.problems
+    names = {}
+    for body in plan.requests:
+        created = await world.create_request(body)
+        names[created["metadata"]["name"]] = "workers"
+    desired = {
+        f"{w.kind}/{w.namespace}/{w.name}": w.replica_count
+        for w in sc.workloads
+        if w.kind != "DaemonSet"
+    }
+    world.stats.reset()
+    for each in (recorder, *also):
+        each.start(desired)
+    roll_started = world.clock.timestamp()
+    world.start_manager()
+    for each in (recorder, *also):
+        await _until_ended(each, names)
+    stats = world.stats.snapshot()
+    nodes, _ = await world.client.list(NODES)
+    created = {
+        o.name(n): stamp.timestamp()
+        for n in nodes
+        if (stamp := o.parse_time(o.meta(n).get("creationTimestamp"))) is not None
+    }
+    boots = boot_seconds(world, created)
+    starts = await _pod_starts_since(world, roll_started)
+    report = outcome(recorder, names, plan.requests, stats).as_dict()
+    # The scenario's boot is BOOT_SECONDS: more here means the simulator lagged its clock, and
+    # the real roll ran longer than the cluster it stands for would.
+    report["observed_boot_seconds"] = round(median(boots), 1) if boots else None
+    report["observed_pod_start_seconds"] = {k: round(v, 1) for k, v in sorted(starts.items())}
+    return report
+
+
+async def _until_ended(recorder: RollRecorder, names: Mapping[str, str]) -> None:
+    await recorder.until(lambda: recorder.all_ended(names), 3600)
+    recorder.finish()
+
+
+async def on_cluster(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Rehearse, then roll, one cluster on a real control plane: the simulator's kubelets and
+    clouds attached to the API server of `--kubeconfig`, whose own controller-manager and
+    scheduler do their part. The cluster is built once, on the clock the roll runs on (a real
+    controller-manager judges the kubelets' leases by its wall clock); the rehearsal reads it
+    as it reads any cluster, and the recorder follows the roll through watches."""
+    sc = scenario(nodes, args.pods_per_node, args.seed)
+    concurrency = max(2, nodes // 10)
+    world = World(
+        WorldOptions(
+            scenario=sc,
+            time_scale=args.real_scale,
+            seed=args.seed,
+            controllers=False,
+            settings=dict(OPERATOR_DEFAULTS),
+            manager_qps=CLIENT_QPS,
+            kubeconfig=args.kubeconfig,
+            context=args.context,
+            sim_controllers=args.sim_controllers,
+            attach_id="bench-rehearse",
+        )
+    )
+    async with world.api_client(qps=0, user_agent="rehearse-bench/1") as installer:
+        await attached_world.apply_crds(installer, strip_new_fields=args.strip_new_crd_fields)
+        version = await attached_world.server_version(installer)
+    started = time.monotonic()
+    await world.start(wait_ready=600)
+    feed: attached_world.RollFeed | None = None
+    try:
+        assert world.client is not None and world.attachment is not None
+        body = nodegroup(concurrency)
+        body["metadata"]["labels"] = dict(world.attachment.labels)
+        group = await world.client.create(NODEGROUPS, body)
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                providers = world.attachment.write_provider_config(Path(tmp) / "providers.yaml")
+                context = ["--context", args.context] if args.context else []
+                predicted = await rehearse_process(
+                    Path(args.kubeconfig), providers, args.rehearse_scale, *context
+                )
+            recorder = RollRecorder(None, world.clock, Workloads(()))
+            feed = attached_world.RollFeed(world.attachment.new_client("rehearse-bench"), recorder)
+            await feed.start()
+            real = await roll_and_record(world, sc, group, recorder)
+        finally:
+            await world.client.delete(NODEGROUPS, "workers")
+    finally:
+        if feed is not None:
+            await feed.stop()
+        await world.stop()
+    real["wall_seconds"] = round(time.monotonic() - started, 1)
+    real["time_scale"] = args.real_scale
+    real["clock"] = "real control plane"
+    return {
+        "nodes": nodes,
+        "pods": predicted["inputs"]["pods"],
+        "concurrency": concurrency,
+        "server_version": version,
+        **compare(predicted, real, api_calls_counted=False),
+        **_cost(predicted, args),
+        "real_time_scale": real["time_scale"],
+        "real_clock": real["clock"],
+        "real_roll_wall_seconds": real["wall_seconds"],
+        "real_observed_boot_seconds": real["observed_boot_seconds"],
+        "real_observed_pod_start_seconds": real["observed_pod_start_seconds"],
+        "api_calls_predicted": sum(predicted["api_calls"].values()),
+        "cloud_calls_predicted": sum(predicted["cloud_calls"].values()),
+        "cloud_calls_real": sum(real["cloud_calls"].values()),
+    }
+
+
+async def _pod_starts_since(world: World, since: str) -> dict[str, float]:
+    """Per workload, the median start of the pods the roll made, read from their records as a
+    rehearsal reads them. Every pod of the scenario starts in the kubelet's two seconds, so more
+    is the simulator lagging its clock, and the drains that waited on those pods with it."""
+    assert world.client is not None
+    pods, _ = await world.client.list(PODS)
+    replicasets, _ = await world.client.list(REPLICASETS)
+    made = [p for p in pods if str(o.meta(p).get("creationTimestamp") or "") >= since]
+    return pod_start_seconds(made, Workloads(replicasets)).seconds
+
+
+def compare(
+    predicted: dict[str, Any], real: dict[str, Any], *, api_calls_counted: bool = True
+) -> dict[str, Any]:
+    """Where the rehearsal and the real roll agree. `api_calls_counted` False: the real roll's
+    Kubernetes API calls were not counted (a server not ours), and only cloud calls compare."""
+
     def kinds(failures: list[str]) -> set[str]:
         return {
             "deadline" if "drain deadline" in f else "pending" if "Pending" in f else "request"
@@ -293,7 +466,9 @@ def compare(predicted: dict[str, Any], real: dict[str, Any]) -> dict[str, Any]:
         "batches_real": _batches(real),
         "budget_seconds_predicted": _budget_seconds(predicted),
         "budget_seconds_real": _budget_seconds(real),
-        "calls_differing": _calls_differing(predicted, real),
+        "calls_differing": _calls_differing(
+            predicted, real, ("api_calls", "cloud_calls") if api_calls_counted else ("cloud_calls",)
+        ),
     }  # fmt: skip
 
 
@@ -305,10 +480,12 @@ def _budget_seconds(report: dict[str, Any]) -> dict[str, float]:
     return {b["budget"]: b["blocked_seconds"] for b in report["budgets"]}
 
 
-def _calls_differing(predicted: dict[str, Any], real: dict[str, Any]) -> dict[str, list[int]]:
+def _calls_differing(
+    predicted: dict[str, Any], real: dict[str, Any], sides: Sequence[str]
+) -> dict[str, list[int]]:
     """`call: [predicted, real]` for the calls whose counts differ by more than a fifth."""
     out: dict[str, list[int]] = {}
-    for side in ("api_calls", "cloud_calls"):
+    for side in sides:
         p, r = predicted[side], real[side]
         for call in sorted(set(p) | set(r)):
             a, b = int(p.get(call, 0)), int(r.get(call, 0))
@@ -333,25 +510,12 @@ async def one(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
             "real_clock": real["clock"],
             "real_roll_wall_seconds": real["wall_seconds"],
             "real_observed_boot_seconds": real["observed_boot_seconds"],
+            "real_observed_pod_start_seconds": real["observed_pod_start_seconds"],
         }
-    predicted = await rehearsal(sc, concurrency, args.rehearse_scale, args.seed, args.live_scale)
-    cost = {
-        "rehearse_wall_seconds": predicted["wall_seconds_measured"],
-        "rehearse_cpu_seconds": predicted["cpu_seconds_measured"],
-        "rehearse_max_rss_mib": predicted["max_rss_mib"],
-        "rehearse_memory_estimate_mib": round(
-            predicted["inputs"]["memory_estimate_bytes"] / 2**20, 1
-        ),
-        "rehearse_time_scale": predicted["inputs"]["time_scale"],
-        "rehearse_clock": predicted["inputs"].get("clock"),
-        "rehearse_exit_code": predicted["exit_code"],
-        "live_time_scale": args.live_scale,
-        # What the rehearsal read from the live cluster's history: a live cluster built at once
-        # on a busy simulator shows its pods' starts slowed by that build.
-        "rehearse_pod_start_seconds_observed": predicted["inputs"].get(
-            "pod_start_seconds_observed"
-        ),
-    }
+    predicted = await rehearsal(
+        sc, concurrency, args.rehearse_scale, args.seed, args.live_scale, args.live_clock
+    )
+    cost = _cost(predicted, args)
     if args.rehearse_only:
         return {
             "nodes": nodes,
@@ -372,6 +536,7 @@ async def one(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
         "real_clock": real["clock"],
         "real_roll_wall_seconds": real["wall_seconds"],
         "real_observed_boot_seconds": real["observed_boot_seconds"],
+        "real_observed_pod_start_seconds": real["observed_pod_start_seconds"],
         "api_calls_predicted": sum(predicted["api_calls"].values()),
         "api_calls_real": sum(real["api_calls"].values()),
         "cloud_calls_predicted": sum(predicted["cloud_calls"].values()),
@@ -379,9 +544,31 @@ async def one(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _cost(predicted: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "rehearse_wall_seconds": predicted["wall_seconds_measured"],
+        "rehearse_cpu_seconds": predicted["cpu_seconds_measured"],
+        "rehearse_max_rss_mib": predicted["max_rss_mib"],
+        "rehearse_memory_estimate_mib": round(
+            predicted["inputs"]["memory_estimate_bytes"] / 2**20, 1
+        ),
+        "rehearse_time_scale": predicted["inputs"]["time_scale"],
+        "rehearse_clock": predicted["inputs"].get("clock"),
+        "rehearse_exit_code": predicted["exit_code"],
+        "live_time_scale": args.live_scale if args.kubeconfig is None else args.real_scale,
+        "live_clock": args.live_clock if args.kubeconfig is None else "real control plane",
+        # What the rehearsal read from the live cluster's history: a live cluster built at once
+        # on a busy simulator shows its pods' starts slowed by that build.
+        "rehearse_pod_start_seconds_observed": predicted["inputs"].get(
+            "pod_start_seconds_observed"
+        ),
+    }
+
+
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     load_start = os.getloadavg()
-    runs = [await one(n, args) for n in args.nodes]
+    run = one if args.kubeconfig is None else on_cluster
+    runs = [await run(n, args) for n in args.nodes]
     return {
         "bench": "rehearse",
         "nodeops": __version__,
@@ -430,13 +617,44 @@ def main(argv: list[str] | None = None) -> int:
         "with on a scaled clock",
     )
     parser.add_argument(
+        "--live-clock",
+        choices=("warp", "scaled"),
+        default="warp",
+        help="the clock the live cluster the rehearsal reads is built on: a loop that skips "
+        "idle waits and counts no time for work, so that its pods' recorded starts are its "
+        "kubelets' (then it keeps real time while read), or a scaled wall clock (--live-scale)",
+    )
+    parser.add_argument(
         "--live-scale",
         type=_positive,
         default=0.1,
-        help="the clock of the live cluster the rehearsal reads: slow, so that building it at "
-        "once leaves its pods' recorded starts as its kubelets make them",
+        help="the live cluster's time scale; on the scaled clock, slow, so that building it at "
+        "once lags its clock by as little as can be",
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--kubeconfig",
+        default=None,
+        help="rehearse and roll on this cluster instead of the simulator: the simulator's "
+        "kubelets and clouds attach to its API server, its own control plane schedules and "
+        "runs the workloads, the cluster is built once, rehearsed, then rolled at --real-scale "
+        "(keep 1 beside a real kube-controller-manager), and everything attached is removed",
+    )
+    parser.add_argument("--context", default=None, help="with --kubeconfig: its context")
+    parser.add_argument(
+        "--strip-new-crd-fields",
+        action="store_true",
+        help="with --kubeconfig, for API servers older than 1.28: install the CRDs without the "
+        "validation rules' fieldPath and reason, which those servers refuse",
+    )
+    parser.add_argument(
+        "--sim-controllers",
+        type=sim_controllers_argument,
+        default=frozenset(),
+        metavar="LIST",
+        help="with --kubeconfig: the simulator's control-plane loops to run there too (default "
+        "none: the cluster's kube-controller-manager and kube-scheduler do that work)",
+    )
     parser.add_argument(
         "--rehearse-only",
         action="store_true",
@@ -452,6 +670,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.real_only and args.rehearse_only:
         parser.error("--real-only and --rehearse-only exclude each other")
+    if args.kubeconfig is None and (
+        args.context or args.sim_controllers or args.strip_new_crd_fields
+    ):
+        parser.error("--context, --sim-controllers and --strip-new-crd-fields need --kubeconfig")
+    if args.kubeconfig is not None and (
+        args.real_only or args.rehearse_only or args.real_clock != "scaled"
+    ):
+        parser.error(
+            "with --kubeconfig the cluster is rehearsed and rolled on the cluster's own clock: "
+            "--real-only, --rehearse-only and --real-clock do not apply"
+        )
     from nodeops.kube.logging import configure
 
     configure("error", "console")

@@ -3,7 +3,8 @@
 The recorder hangs on the store's write hooks, so it sees every stored change of pods, nodes,
 budgets and the roll's own objects at the simulated instant it happened, and costs the roll no
 API request. The same recorder watches a real roll on the simulator (the benchmark's reference),
-so prediction and outcome are measured by one rule.
+so prediction and outcome are measured by one rule. On a cluster whose store is not ours (a
+real control plane) watches feed it the same changes through `observe`, a moment later.
 """
 
 from __future__ import annotations
@@ -13,15 +14,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from nodeops.common.selectors import LabelSelector, label_selector_from_object
 from nodeops.rehearse.timings import Workloads
 from nodeops.sim.clock import Clock
 from nodeops.sim.server.app import SimServer
 from nodeops.sim.server.store import WatchEvent
 
-__all__ = ["RollRecorder"]
+__all__ = ["WATCHED", "RollRecorder"]
 
 Obj = dict[str, Any]
 Key = tuple[str, str]
@@ -33,6 +32,8 @@ _REPLICASETS = ("apps", "replicasets")
 _CNRS = ("nodeops.dev", "cyclenoderequests")
 _CNSS = ("nodeops.dev", "cyclenodestatuses")
 _TERMINAL = ("Successful", "Failed")
+WATCHED: frozenset[Key] = frozenset((_PODS, _NODES, _PDBS, _REPLICASETS, _CNRS, _CNSS))
+"""What the recorder follows, by API group and plural."""
 
 
 def _ready(pod: Mapping[str, Any]) -> bool:
@@ -42,6 +43,13 @@ def _ready(pod: Mapping[str, Any]) -> bool:
         if cond.get("type") == "Ready":
             return bool(cond.get("status") == "True")
     return False
+
+
+def _unscheduled(pod: Mapping[str, Any]) -> str:
+    for cond in (pod.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            return str(cond.get("message") or cond.get("reason") or "")
+    return "not scheduled yet"
 
 
 def _key(obj: Mapping[str, Any]) -> Key:
@@ -56,6 +64,8 @@ class _Pod:
     deleting: bool
     ready: bool
     workload: str | None
+    unscheduled: str = ""
+    """Why the scheduler left it without a node, while it has none."""
 
 
 @dataclass
@@ -92,10 +102,10 @@ class Request:
 
 
 class RollRecorder:
-    """Fed by the store's write hooks of `server`; `start()` marks the roll's beginning."""
+    """Fed by the store's write hooks of `server`, or, on a cluster whose store is not ours,
+    by watches through `observe`; `start()` marks the roll's beginning."""
 
-    def __init__(self, server: SimServer, clock: Clock, workloads: Workloads) -> None:
-        self.server = server
+    def __init__(self, server: SimServer | None, clock: Clock, workloads: Workloads) -> None:
         self.clock = clock
         self.workloads = workloads
         self.recording = False
@@ -116,7 +126,8 @@ class RollRecorder:
         the roll: 0 when the copy agrees with the cluster it was taken from."""
         self._loaded = False
         self._changed = asyncio.Event()
-        server.store.write_hooks.append(self._on_write)
+        if server is not None:
+            server.store.write_hooks.append(self._on_write)
 
     async def until(self, done: Callable[[], bool], timeout: float) -> bool:
         """Wait, woken by the store's writes, until `done()`; False after `timeout` wall
@@ -193,14 +204,19 @@ class RollRecorder:
     # -- the write hook ------------------------------------------------------------------------
 
     def _on_write(self, key: Key, ev: WatchEvent) -> None:
-        if key not in (_PODS, _NODES, _PDBS, _REPLICASETS, _CNRS, _CNSS):
+        if key in WATCHED:
+            self.observe(key, ev.type, ev.decoded())
+
+    def observe(self, key: Key, event: str, obj: Obj) -> None:
+        """One change of a resource (`key`: its API group and plural, one of `WATCHED`), as a
+        watch reports it: ADDED, MODIFIED or DELETED."""
+        if key not in WATCHED:
             return
         self._changed.set()
-        obj = ev.decoded()
-        deleted = ev.type == "DELETED"
+        deleted = event == "DELETED"
         if key == _PODS:
-            if self._loaded and not self.recording and ev.type in ("ADDED", "DELETED"):
-                self.settling["pods_created" if ev.type == "ADDED" else "pods_deleted"] += 1
+            if self._loaded and not self.recording and event in ("ADDED", "DELETED"):
+                self.settling["pods_created" if event == "ADDED" else "pods_deleted"] += 1
             self._pod(obj, deleted)
         elif key == _NODES:
             self._node(obj, deleted)
@@ -223,12 +239,14 @@ class RollRecorder:
         pod: _Pod | None = None
         if not deleted:
             meta = obj.get("metadata") or {}
+            node = str((obj.get("spec") or {}).get("nodeName") or "")
             pod = _Pod(
                 labels=meta.get("labels") or {},
-                node=str((obj.get("spec") or {}).get("nodeName") or ""),
+                node=node,
                 deleting=bool(meta.get("deletionTimestamp")),
                 ready=_ready(obj),
                 workload=self.workloads.of(obj),
+                unscheduled="" if node else _unscheduled(obj),
             )
             self._pods[key] = pod
             self._on_node.setdefault(pod.node, set()).add(key)
@@ -345,11 +363,5 @@ class RollRecorder:
         return sorted(out)
 
     def _reason(self, key: Key) -> str:
-        entry = self.server.store.bucket(_PODS).get(key[0], key[1])
-        if entry is None:
-            return ""
-        pod = orjson.loads(entry.raw)
-        for cond in (pod.get("status") or {}).get("conditions") or ():
-            if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
-                return str(cond.get("message") or cond.get("reason") or "")
-        return "not scheduled yet"
+        pod = self._pods.get(key)
+        return pod.unscheduled if pod is not None else ""
