@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import copy
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -36,6 +36,7 @@ from nodeops.sim.attach import Attachment, AttachOptions
 from nodeops.sim.attach.feed import RecordFeed
 from nodeops.sim.cloud import SimCloud
 from nodeops.sim.cloud.traffic import Flow, FlowSpec
+from nodeops.sim.cluster.apiclient import RELISTED, Watch
 from nodeops.sim.record import ClusterRecord
 from nodeops.sim.scenario import Scenario
 from nodeops.sim.serve import SimCluster, SimOptions
@@ -335,28 +336,49 @@ class World:
         )
         if not want:
             return  # a rehearsal's copy: its pods are loaded, and it waits for them itself
-        if self.attachment is None:
-            await self._until_pods_ready(want, timeout)
-            return
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        ready = 0
-        # Attached, only the scenario's pods count, not the cluster's own.
-        selector = ",".join(f"{k}={v}" for k, v in self.attachment.labels.items())
-        while loop.time() < deadline:
-            pods, _ = await self.client.list(PODS, label_selector=selector)
-            ready = sum(1 for p in pods if _pod_ready(p))
-            if ready >= want:
-                return
-            await asyncio.sleep(0.1)
-        raise TimeoutError(f"workloads not ready after {timeout:g}s ({ready} of {want} pods)")
+        ready: set[tuple[str, str]] = set()
+        try:
+            async with asyncio.timeout(timeout):
+                if self.attachment is None:
+                    await self._until_pods_ready(want, ready)
+                else:
+                    await self._until_attached_pods_ready(want, ready)
+        except TimeoutError:
+            raise TimeoutError(
+                f"workloads not ready after {timeout:g}s ({len(ready)} of {want} pods)"
+            ) from None
 
-    async def _until_pods_ready(self, want: int, timeout: float) -> None:
+    async def _until_attached_pods_ready(self, want: int, ready: set[tuple[str, str]]) -> None:
+        """Until `want` of the attach's pods (not the cluster's own) are Ready, by a watch."""
+        assert self.attachment is not None
+        selector = ",".join(f"{k}={v}" for k, v in self.attachment.labels.items())
+        client = self.attachment.new_client("demo")
+        watch: Watch | None = None
+        try:
+            listed = await client.list(PODS, label_selector=selector)
+            _count_ready(ready, listed.items, replace=True)
+            if len(ready) >= want:
+                return
+            watch = client.watch(
+                PODS, resource_version=listed.resource_version, label_selector=selector
+            )
+            async for event in watch:
+                if event.type == RELISTED:
+                    _count_ready(ready, event.items or [], replace=True)
+                else:
+                    _count_ready(ready, [event.object], deleted=event.type == "DELETED")
+                if len(ready) >= want:
+                    return
+        finally:
+            if watch is not None:
+                await watch.aclose()
+            await client.close()
+
+    async def _until_pods_ready(self, want: int, ready: set[tuple[str, str]]) -> None:
         """Until `want` pods are Ready, woken by the simulator's own writes of pods: no list
         per poll, which at thousands of pods cost more than building them, and on a loop that
         skips idle waits a poll every tenth of a second was a busy wait."""
         assert self.client is not None
-        ready: set[tuple[str, str]] = set()
         touched: set[tuple[str, str]] = set()
         changed = asyncio.Event()
 
@@ -364,31 +386,19 @@ class World:
             if key != _POD_STORAGE:
                 return
             pod = ev.decoded()
-            meta = pod.get("metadata") or {}
-            name = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-            touched.add(name)
-            if ev.type != "DELETED" and _pod_ready(pod):
-                ready.add(name)
-            else:
-                ready.discard(name)
+            touched.add((o.namespace(pod), o.name(pod)))
+            _count_ready(ready, [pod], deleted=ev.type == "DELETED")
             changed.set()
 
         hooks = self.sim.server.store.write_hooks
         hooks.append(on_write)
         try:
             pods, _ = await self.client.list(PODS)
-            for pod in pods:
-                name = (o.namespace(pod), o.name(pod))
-                if name not in touched and _pod_ready(pod):
-                    ready.add(name)
-            async with asyncio.timeout(timeout):
-                while len(ready) < want:
-                    changed.clear()
-                    await changed.wait()
-        except TimeoutError:
-            raise TimeoutError(
-                f"workloads not ready after {timeout:g}s ({len(ready)} of {want} pods)"
-            ) from None
+            # What the hook saw since it was hung is newer than the list.
+            _count_ready(ready, [p for p in pods if (o.namespace(p), o.name(p)) not in touched])
+            while len(ready) < want:
+                changed.clear()
+                await changed.wait()
         finally:
             hooks.remove(on_write)
 
@@ -447,6 +457,25 @@ class World:
             await self.attachment.stop()
         else:
             await self.sim.stop()
+
+
+def _count_ready(
+    ready: set[tuple[str, str]],
+    pods: Iterable[Mapping[str, Any]],
+    *,
+    deleted: bool = False,
+    replace: bool = False,
+) -> None:
+    """Keep `ready`, the namespace and name of every Ready pod, current with `pods` (deleted,
+    or with `replace` the whole list)."""
+    if replace:
+        ready.clear()
+    for pod in pods:
+        name = (o.namespace(pod), o.name(pod))
+        if not deleted and _pod_ready(pod):
+            ready.add(name)
+        else:
+            ready.discard(name)
 
 
 _POD_STORAGE = ("", "pods")
