@@ -278,11 +278,11 @@ class RollRecorder:
         if not self.recording:
             return
         blocked = budget.allowed <= 0 and bool(budget.waiting)
-        now = self._now()
         if blocked and budget.blocked_since is None:
-            budget.blocked_since = now
+            budget.blocked_since = self._now()
             budget.stalls += 1
         elif not blocked and budget.blocked_since is not None:
+            now = self._now()
             budget.blocked_seconds += now - budget.blocked_since
             budget.longest = max(budget.longest, now - budget.blocked_since)
             budget.blocked_since = None
