@@ -50,8 +50,8 @@ def _get_json(kubeconfig: Path, *args: str) -> Any:
 
 def _what_a_roll_would_change(kubeconfig: Path, attached: Attached, nodegroup: str) -> Any:
     """Everything a real roll writes first: the nodes' spec and labels (cordons, taints), the
-    pods themselves (evictions), CycleNodeRequests and their statuses, the NodeGroup, the
-    operator's Events, and the cloud group's size and instances."""
+    pods themselves (evictions), CycleNodeRequests and their statuses, the NodeGroup, Events
+    about them, and the cloud group's size and instances."""
     nodes = _get_json(kubeconfig, "nodes", "-l", attached.selector)["items"]
     pods = _get_json(kubeconfig, "pods", "-A")["items"]
     requests = _get_json(
@@ -59,6 +59,11 @@ def _what_a_roll_would_change(kubeconfig: Path, attached: Attached, nodegroup: s
     )
     group = _get_json(kubeconfig, "nodegroups.nodeops.dev", nodegroup)
     events = _get_json(kubeconfig, "events", "-A")["items"]
+    about = (
+        {n["metadata"]["name"] for n in nodes}
+        | {nodegroup}
+        | {p["metadata"]["name"] for p in pods if p["spec"].get("nodeName") in attached.nodes}
+    )
     return {
         "nodes": {
             n["metadata"]["name"]: (n.get("spec"), n["metadata"].get("labels")) for n in nodes
@@ -73,11 +78,12 @@ def _what_a_roll_would_change(kubeconfig: Path, attached: Attached, nodegroup: s
         ),
         "requests": [o["metadata"]["name"] for o in requests["items"]],
         "nodegroup": group["metadata"]["resourceVersion"],
-        "events by nodeops": sorted(
+        # Events about the attach's nodes and pods or the NodeGroup, from whoever reported
+        # them: a roll reports on each node it cordons and each pod it evicts.
+        "events": sorted(
             e["metadata"]["name"]
             for e in events
-            if "nodeops"
-            in str(e.get("reportingComponent") or (e.get("source") or {}).get("component"))
+            if (e.get("involvedObject") or {}).get("name") in about
         ),
         "cloud group": attached.cloud("GET", f"/sim/cloud/nodegroups/{CLOUD_GROUP}"),
     }
