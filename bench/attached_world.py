@@ -14,13 +14,14 @@ gave for free are taken another way, from outside the operator:
 - a node of the attach that goes not-Ready while nobody cordoned it is counted: that is the
   cluster's node lifecycle controller judging the simulated kubelets' leases by its own wall
   clock, and a roll on such a cluster measures the machine, not the operator;
-- what a rehearsal's recorder reads from the simulator's store comes from watches (`RollFeed`).
+- what a rehearsal's recorder reads from the simulator's store comes from watches
+  (`roll_feed`).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-import contextlib
 import copy
 import sys
 from collections.abc import Mapping
@@ -37,15 +38,14 @@ from nodeops.kube.client import Client
 from nodeops.kube.requestcore import PATCH_CONTENT_TYPES
 from nodeops.kube.resources import CRDS
 from nodeops.rehearse.watch import RollRecorder
+from nodeops.sim.attach.feed import WatchFeed
 from nodeops.sim.attach.labels import ATTACH_LABEL, selector
 from nodeops.sim.cluster.apiclient import (
     NODES,
     PDBS,
     PODS,
-    RELISTED,
     REPLICASETS,
     ApiClient,
-    Resource,
 )
 
 __all__ = [
@@ -214,8 +214,13 @@ class Referee:
     def __init__(self, world: World) -> None:
         assert world.attachment is not None
         self.world = world
-        self.client: ApiClient = world.attachment.new_client("referee")
-        self.selector = selector(world.attachment.instance)
+        self._feed = WatchFeed(
+            world.attachment.new_client("referee"),
+            self._observe,
+            (PODS, NODES),
+            label_selector=selector(world.attachment.instance),
+            name="referee",
+        )
         self.recording = False
         self.moved: set[str] = set()
         self.placed_during_roll: dict[str, bool] = {}
@@ -226,29 +231,15 @@ class Referee:
         self._present: set[str] = set()
         self.ready_once: set[str] = set()
         self.not_ready: set[str] = set()
-        self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
-        for resource, handle in ((PODS, self._pod), (NODES, self._node)):
-            listed = await self.client.list(resource, label_selector=self.selector)
-            for obj in listed.items:
-                handle("ADDED", obj)
-            self._tasks.append(
-                asyncio.create_task(
-                    self._follow(resource, listed.resource_version, handle),
-                    name=f"referee-{resource.plural}",
-                )
-            )
+        await self._feed.start()
 
-    async def _follow(self, resource: Resource, version: str, handle: Any) -> None:
-        async for event in self.client.watch(
-            resource, resource_version=version, label_selector=self.selector
-        ):
-            if event.type == RELISTED:
-                for obj in event.items or ():
-                    handle("MODIFIED", obj)
-                continue
-            handle(event.type, event.object)
+    def _observe(self, key: tuple[str, str], event: str, obj: Mapping[str, Any]) -> None:
+        if key == (PODS.group, PODS.plural):
+            self._pod(event, obj)
+        else:
+            self._node(event, obj)
 
     def _pod(self, event: str, pod: Mapping[str, Any]) -> None:
         if not self.recording or _owner_kind(pod) in ("DaemonSet", "Node"):
@@ -298,13 +289,7 @@ class Referee:
             self.not_ready.add(name)
 
     async def stop(self) -> None:
-        tasks, self._tasks = self._tasks, []
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        await self.client.close()
+        await self._feed.stop()
 
 
 async def leftovers(client: Client, instance: str, timeout: float = 180.0) -> dict[str, int]:
@@ -327,69 +312,58 @@ async def leftovers(client: Client, instance: str, timeout: float = 180.0) -> di
         await asyncio.sleep(1.0)
 
 
-class RollFeed:
+def roll_feed(client: ApiClient, recorder: RollRecorder) -> WatchFeed:
     """Feeds a `RollRecorder` from watches of the attached cluster, whose store is not ours: the
-    recorder then judges a roll on a real control plane by the rule it judges the simulator's.
-
-    A watch that expired comes back as a full list; what the list no longer holds was deleted
-    in the gap, and is reported so, from the last copy seen.
-    """
-
-    def __init__(self, client: ApiClient, recorder: RollRecorder) -> None:
-        self.client = client
-        self.recorder = recorder
-        self._last: dict[tuple[str, str], dict[tuple[str, str], Mapping[str, Any]]] = {}
-        self._tasks: list[asyncio.Task[None]] = []
-
-    async def start(self) -> None:
-        """List, report and follow each resource the recorder reads."""
-        for resource in (REPLICASETS, PDBS, NODES, PODS, CYCLENODEREQUESTS, CYCLENODESTATUSES):
-            listed = await self.client.list(resource)
-            for obj in listed.items:
-                self._report(resource, "ADDED", obj)
-            self._tasks.append(
-                asyncio.create_task(
-                    self._follow(resource, listed.resource_version),
-                    name=f"roll-feed-{resource.plural}",
-                )
-            )
-
-    async def _follow(self, resource: Resource, version: str) -> None:
-        async for event in self.client.watch(resource, resource_version=version):
-            if event.type == RELISTED:
-                items = event.items or []
-                fresh = {_object_key(obj) for obj in items}
-                for key, last in list(self._last.get(_resource_key(resource), {}).items()):
-                    if key not in fresh:
-                        self._report(resource, "DELETED", last)
-                for obj in items:
-                    self._report(resource, "MODIFIED", obj)
-                continue
-            self._report(resource, event.type, event.object)
-
-    def _report(self, resource: Resource, event: str, obj: Mapping[str, Any]) -> None:
-        kind = _resource_key(resource)
-        last = self._last.setdefault(kind, {})
-        if event == "DELETED":
-            last.pop(_object_key(obj), None)
-        else:
-            last[_object_key(obj)] = obj
-        self.recorder.observe(kind, event, dict(obj))
-
-    async def stop(self) -> None:
-        tasks, self._tasks = self._tasks, []
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        await self.client.close()
+    recorder then judges a roll on a real control plane by the rule it judges the simulator's."""
+    return WatchFeed(client, recorder.observe, ROLL_RESOURCES, name="roll-feed")
 
 
-def _resource_key(resource: Resource) -> tuple[str, str]:
-    return (resource.group, resource.plural)
+ROLL_RESOURCES = (REPLICASETS, PDBS, NODES, PODS, CYCLENODEREQUESTS, CYCLENODESTATUSES)
+"""What the roll recorder follows, in the order it is listed (owners and budgets before pods)."""
 
 
-def _object_key(obj: Mapping[str, Any]) -> tuple[str, str]:
-    meta = obj.get("metadata") or {}
-    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+def add_cluster_arguments(parser: argparse.ArgumentParser, kubeconfig_help: str) -> None:
+    """`--kubeconfig` (what the benchmark does on that cluster: `kubeconfig_help`), and the
+    options that only mean something with it."""
+    parser.add_argument("--kubeconfig", default=None, help=kubeconfig_help)
+    parser.add_argument("--context", default=None, help="with --kubeconfig: its context")
+    parser.add_argument(
+        "--sim-controllers",
+        type=_sim_controllers,
+        default=frozenset(),
+        metavar="LIST",
+        help="with --kubeconfig: the simulator's control-plane loops to run there too, as "
+        "`nodeops sim attach --controllers` (default none: the cluster's kube-controller-manager "
+        "and kube-scheduler do that work)",
+    )
+    parser.add_argument(
+        "--strip-new-crd-fields",
+        action="store_true",
+        help="with --kubeconfig, for API servers older than 1.28: install the CRDs without the "
+        "validation rules' fieldPath and reason, which those servers refuse",
+    )
+
+
+def check_cluster_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Options that need `--kubeconfig` are refused without it, and a kubeconfig that cannot be
+    used is refused before anything starts (argparse's one line and exit 2)."""
+    if args.kubeconfig is None:
+        for flag in ("context", "sim_controllers", "strip_new_crd_fields"):
+            if getattr(args, flag):
+                parser.error(f"--{flag.replace('_', '-')} needs --kubeconfig")
+        return
+    from nodeops.sim.attach.kubeconfig import AttachError, load_target
+
+    try:
+        load_target(args.kubeconfig, args.context)
+    except AttachError as exc:
+        parser.error(str(exc))
+
+
+def _sim_controllers(text: str) -> frozenset[str]:
+    from nodeops.sim.attach import AttachError, parse_controllers
+
+    try:
+        return parse_controllers(text)
+    except AttachError as exc:
+        raise argparse.ArgumentTypeError(f"--sim-controllers: {exc}") from None

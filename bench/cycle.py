@@ -519,15 +519,6 @@ async def _server_version(ground: Ground) -> str:
         return await attached_world.server_version(client)
 
 
-def sim_controllers_argument(text: str) -> frozenset[str]:
-    from nodeops.sim.attach import AttachError, parse_controllers
-
-    try:
-        return parse_controllers(text)
-    except AttachError as exc:
-        raise argparse.ArgumentTypeError(f"--sim-controllers: {exc}") from None
-
-
 def _nodes_at(text: str) -> tuple[int, int]:
     nodes, sep, concurrency = text.partition(":")
     try:
@@ -591,29 +582,12 @@ def main(argv: list[str] | None = None) -> int:
         choices=["debug", "info", "warning"],
         help="with --manager-logs; debug adds each reconcile's duration and each wait's reason",
     )
-    parser.add_argument(
-        "--kubeconfig",
-        default=None,
-        help="roll on this cluster instead of the simulator: the simulator's kubelets and "
+    attached_world.add_cluster_arguments(
+        parser,
+        "roll on this cluster instead of the simulator: the simulator's kubelets and "
         "clouds attach to its API server (`nodeops sim attach`), its own control plane "
         "schedules, runs the ReplicaSets and the disruption budgets, and everything attached "
         "is removed after each roll",
-    )
-    parser.add_argument("--context", default=None, help="with --kubeconfig: its context")
-    parser.add_argument(
-        "--sim-controllers",
-        type=sim_controllers_argument,
-        default=frozenset(),
-        metavar="LIST",
-        help="with --kubeconfig: the simulator's control-plane loops to run there too, as "
-        "`nodeops sim attach --controllers` (default none: the cluster's kube-controller-manager "
-        "and kube-scheduler do that work)",
-    )
-    parser.add_argument(
-        "--strip-new-crd-fields",
-        action="store_true",
-        help="with --kubeconfig, for API servers older than 1.28: install the CRDs without the "
-        "validation rules' fieldPath and reason, which those servers refuse",
     )
     parser.add_argument(
         "--pods-per-node",
@@ -623,21 +597,9 @@ def main(argv: list[str] | None = None) -> int:
         "control plane)",
     )
     args = parser.parse_args(argv)
-    if args.kubeconfig is None:
-        for flag in ("context", "strip_new_crd_fields"):
-            if getattr(args, flag):
-                parser.error(f"--{flag.replace('_', '-')} needs --kubeconfig")
-        if args.sim_controllers:
-            parser.error("--sim-controllers needs --kubeconfig")
+    attached_world.check_cluster_arguments(parser, args)
     if args.pods_per_node <= 0:
         parser.error("--pods-per-node must be positive")
-    if args.kubeconfig is not None:
-        from nodeops.sim.attach.kubeconfig import AttachError, load_target
-
-        try:
-            load_target(args.kubeconfig, args.context)
-        except AttachError as exc:
-            parser.error(str(exc))
     from nodeops.kube.logging import configure
 
     configure("warning", "console")

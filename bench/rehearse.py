@@ -73,7 +73,7 @@ from typing import Any
 import yaml
 
 from bench import attached_world
-from bench.cycle import boot_seconds, sim_controllers_argument
+from bench.cycle import boot_seconds
 from nodeops import __version__
 from nodeops.cli import _positive, build_parser
 from nodeops.controllers.cycling.command import plan_requests
@@ -86,6 +86,7 @@ from nodeops.kube.resources import NODES, PODS, REPLICASETS
 from nodeops.rehearse.rehearsal import OPERATOR_DEFAULTS, outcome
 from nodeops.rehearse.timings import Workloads, pod_start_seconds
 from nodeops.rehearse.watch import RollRecorder
+from nodeops.sim.attach.feed import WatchFeed
 from nodeops.sim.objects import NODE_GROUP_LABEL
 from nodeops.sim.scenario import Scenario
 from nodeops.sim.warp import WarpLoop, run_apart
@@ -373,7 +374,7 @@ async def on_cluster(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
         version = await attached_world.server_version(installer)
     started = time.monotonic()
     await world.start(wait_ready=600)
-    feed: attached_world.RollFeed | None = None
+    feed: WatchFeed | None = None
     try:
         assert world.client is not None and world.attachment is not None
         body = nodegroup(concurrency)
@@ -387,7 +388,7 @@ async def on_cluster(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
                     Path(args.kubeconfig), providers, args.rehearse_scale, *context
                 )
             recorder = RollRecorder(None, world.clock, Workloads(()))
-            feed = attached_world.RollFeed(world.attachment.new_client("rehearse-bench"), recorder)
+            feed = attached_world.roll_feed(world.attachment.new_client("rehearse-bench"), recorder)
             await feed.start()
             real = await roll_and_record(world, sc, group, recorder)
         finally:
@@ -406,11 +407,7 @@ async def on_cluster(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
         "server_version": version,
         **compare(predicted, real, api_calls_counted=False),
         **_cost(predicted, args),
-        "real_time_scale": real["time_scale"],
-        "real_clock": real["clock"],
-        "real_roll_wall_seconds": real["wall_seconds"],
-        "real_observed_boot_seconds": real["observed_boot_seconds"],
-        "real_observed_pod_start_seconds": real["observed_pod_start_seconds"],
+        **_real_roll_figures(real),
         "api_calls_predicted": sum(predicted["api_calls"].values()),
         "cloud_calls_predicted": sum(predicted["cloud_calls"].values()),
         "cloud_calls_real": sum(real["cloud_calls"].values()),
@@ -506,11 +503,7 @@ async def one(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
             "batches_real": _batches(real),
             "budget_seconds_real": _budget_seconds(real),
             "failures_real": real["failures"],
-            "real_time_scale": real["time_scale"],
-            "real_clock": real["clock"],
-            "real_roll_wall_seconds": real["wall_seconds"],
-            "real_observed_boot_seconds": real["observed_boot_seconds"],
-            "real_observed_pod_start_seconds": real["observed_pod_start_seconds"],
+            **_real_roll_figures(real),
         }
     predicted = await rehearsal(
         sc, concurrency, args.rehearse_scale, args.seed, args.live_scale, args.live_clock
@@ -532,16 +525,23 @@ async def one(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
         "concurrency": concurrency,
         **compare(predicted, real),
         **cost,
-        "real_time_scale": real["time_scale"],
-        "real_clock": real["clock"],
-        "real_roll_wall_seconds": real["wall_seconds"],
-        "real_observed_boot_seconds": real["observed_boot_seconds"],
-        "real_observed_pod_start_seconds": real["observed_pod_start_seconds"],
+        **_real_roll_figures(real),
         "api_calls_predicted": sum(predicted["api_calls"].values()),
         "api_calls_real": sum(real["api_calls"].values()),
         "cloud_calls_predicted": sum(predicted["cloud_calls"].values()),
         "cloud_calls_real": sum(real["cloud_calls"].values()),
     }  # fmt: skip
+
+
+def _real_roll_figures(real: dict[str, Any]) -> dict[str, Any]:
+    """How the real roll ran: its clock, its wall time, and the boots and pod starts it saw."""
+    return {
+        "real_time_scale": real["time_scale"],
+        "real_clock": real["clock"],
+        "real_roll_wall_seconds": real["wall_seconds"],
+        "real_observed_boot_seconds": real["observed_boot_seconds"],
+        "real_observed_pod_start_seconds": real["observed_pod_start_seconds"],
+    }
 
 
 def _cost(predicted: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
@@ -632,28 +632,12 @@ def main(argv: list[str] | None = None) -> int:
         "once lags its clock by as little as can be",
     )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--kubeconfig",
-        default=None,
-        help="rehearse and roll on this cluster instead of the simulator: the simulator's "
+    attached_world.add_cluster_arguments(
+        parser,
+        "rehearse and roll on this cluster instead of the simulator: the simulator's "
         "kubelets and clouds attach to its API server, its own control plane schedules and "
         "runs the workloads, the cluster is built once, rehearsed, then rolled at --real-scale "
         "(keep 1 beside a real kube-controller-manager), and everything attached is removed",
-    )
-    parser.add_argument("--context", default=None, help="with --kubeconfig: its context")
-    parser.add_argument(
-        "--strip-new-crd-fields",
-        action="store_true",
-        help="with --kubeconfig, for API servers older than 1.28: install the CRDs without the "
-        "validation rules' fieldPath and reason, which those servers refuse",
-    )
-    parser.add_argument(
-        "--sim-controllers",
-        type=sim_controllers_argument,
-        default=frozenset(),
-        metavar="LIST",
-        help="with --kubeconfig: the simulator's control-plane loops to run there too (default "
-        "none: the cluster's kube-controller-manager and kube-scheduler do that work)",
     )
     parser.add_argument(
         "--rehearse-only",
@@ -670,10 +654,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.real_only and args.rehearse_only:
         parser.error("--real-only and --rehearse-only exclude each other")
-    if args.kubeconfig is None and (
-        args.context or args.sim_controllers or args.strip_new_crd_fields
-    ):
-        parser.error("--context, --sim-controllers and --strip-new-crd-fields need --kubeconfig")
+    attached_world.check_cluster_arguments(parser, args)
     if args.kubeconfig is not None and (
         args.real_only or args.rehearse_only or args.real_clock != "scaled"
     ):

@@ -22,7 +22,6 @@ from nodeops.sim.server.store import WatchEvent
 
 __all__ = ["WATCHED", "RollRecorder"]
 
-Obj = dict[str, Any]
 Key = tuple[str, str]
 
 _PODS = ("", "pods")
@@ -207,7 +206,7 @@ class RollRecorder:
         if key in WATCHED:
             self.observe(key, ev.type, ev.decoded())
 
-    def observe(self, key: Key, event: str, obj: Obj) -> None:
+    def observe(self, key: Key, event: str, obj: Mapping[str, Any]) -> None:
         """One change of a resource (`key`: its API group and plural, one of `WATCHED`), as a
         watch reports it: ADDED, MODIFIED or DELETED."""
         if key not in WATCHED:
@@ -229,7 +228,7 @@ class RollRecorder:
         elif key == _CNRS and not deleted:
             self._request(obj)
 
-    def _pod(self, obj: Obj, deleted: bool) -> None:
+    def _pod(self, obj: Mapping[str, Any], deleted: bool) -> None:
         key = _key(obj)
         before = self._pods.pop(key, None)
         if before is not None:
@@ -287,7 +286,7 @@ class RollRecorder:
             budget.longest = max(budget.longest, now - budget.blocked_since)
             budget.blocked_since = None
 
-    def _node(self, obj: Obj, deleted: bool) -> None:
+    def _node(self, obj: Mapping[str, Any], deleted: bool) -> None:
         name = _key(obj)[1]
         draining = (
             not deleted
@@ -303,7 +302,7 @@ class RollRecorder:
         for key in list(self._on_node.get(name, ())):
             self._wait(key, self._pods.get(key))
 
-    def _budget(self, obj: Obj, deleted: bool) -> None:
+    def _budget(self, obj: Mapping[str, Any], deleted: bool) -> None:
         key = _key(obj)
         if deleted:
             self._budgets.pop(key, None)
@@ -327,7 +326,7 @@ class RollRecorder:
         budget.allowed = allowed
         self._judge(budget)
 
-    def _child(self, obj: Obj) -> None:
+    def _child(self, obj: Mapping[str, Any]) -> None:
         name = _key(obj)[1]
         status = obj.get("status") or {}
         child = self.children.get(name)
@@ -339,7 +338,7 @@ class RollRecorder:
         if child.phase in _TERMINAL and child.ended is None:
             child.ended = self._now()
 
-    def _request(self, obj: Obj) -> None:
+    def _request(self, obj: Mapping[str, Any]) -> None:
         name = _key(obj)[1]
         status = obj.get("status") or {}
         request = self.requests.get(name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.attached_world import RollFeed
+from bench.attached_world import roll_feed
 from bench.rehearse import nodegroup, roll_and_record, scenario
 from nodeops.controllers.cycling.resources import NODEGROUPS
 from nodeops.demo.world import World, WorldOptions
@@ -32,7 +32,7 @@ async def _roll_watched_twice() -> tuple[dict[str, Any], dict[str, Any]]:
     by_store = RollRecorder(world.sim.server, world.clock, Workloads(()))
     by_watch = RollRecorder(None, world.clock, Workloads(()))
     await world.start(wait_ready=120)
-    feed = RollFeed(
+    feed = roll_feed(
         ApiClient(world.sim.server.url, world.sim.server.admin_token, component="feed"), by_watch
     )
     try:
