@@ -33,10 +33,9 @@ from nodeops.kube.resources import CRDS, NAMESPACES, PODS
 from nodeops.providers.base import Provider
 from nodeops.providers.sim import SimConfig, SimProvider
 from nodeops.sim.attach import Attachment, AttachOptions
-from nodeops.sim.attach.feed import RecordFeed
+from nodeops.sim.attach.feed import RecordFeed, WatchFeed
 from nodeops.sim.cloud import SimCloud
 from nodeops.sim.cloud.traffic import Flow, FlowSpec
-from nodeops.sim.cluster.apiclient import RELISTED, Watch
 from nodeops.sim.record import ClusterRecord
 from nodeops.sim.scenario import Scenario
 from nodeops.sim.serve import SimCluster, SimOptions
@@ -351,28 +350,26 @@ class World:
     async def _until_attached_pods_ready(self, want: int, ready: set[tuple[str, str]]) -> None:
         """Until `want` of the attach's pods (not the cluster's own) are Ready, by a watch."""
         assert self.attachment is not None
-        selector = ",".join(f"{k}={v}" for k, v in self.attachment.labels.items())
-        client = self.attachment.new_client("demo")
-        watch: Watch | None = None
+        changed = asyncio.Event()
+
+        def observe(_key: tuple[str, str], event: str, pod: Mapping[str, Any]) -> None:
+            _count_ready(ready, [pod], deleted=event == "DELETED")
+            changed.set()
+
+        feed = WatchFeed(
+            self.attachment.new_client("demo"),
+            observe,
+            (PODS,),
+            label_selector=",".join(f"{k}={v}" for k, v in self.attachment.labels.items()),
+            name="demo-wait",
+        )
         try:
-            listed = await client.list(PODS, label_selector=selector)
-            _count_ready(ready, listed.items, replace=True)
-            if len(ready) >= want:
-                return
-            watch = client.watch(
-                PODS, resource_version=listed.resource_version, label_selector=selector
-            )
-            async for event in watch:
-                if event.type == RELISTED:
-                    _count_ready(ready, event.items or [], replace=True)
-                else:
-                    _count_ready(ready, [event.object], deleted=event.type == "DELETED")
-                if len(ready) >= want:
-                    return
+            await feed.start()
+            while len(ready) < want:
+                changed.clear()
+                await changed.wait()
         finally:
-            if watch is not None:
-                await watch.aclose()
-            await client.close()
+            await feed.stop()
 
     async def _until_pods_ready(self, want: int, ready: set[tuple[str, str]]) -> None:
         """Until `want` pods are Ready, woken by the simulator's own writes of pods: no list
@@ -460,16 +457,9 @@ class World:
 
 
 def _count_ready(
-    ready: set[tuple[str, str]],
-    pods: Iterable[Mapping[str, Any]],
-    *,
-    deleted: bool = False,
-    replace: bool = False,
+    ready: set[tuple[str, str]], pods: Iterable[Mapping[str, Any]], *, deleted: bool = False
 ) -> None:
-    """Keep `ready`, the namespace and name of every Ready pod, current with `pods` (deleted,
-    or with `replace` the whole list)."""
-    if replace:
-        ready.clear()
+    """Keep `ready`, the namespace and name of every Ready pod, current with `pods`."""
     for pod in pods:
         name = (o.namespace(pod), o.name(pod))
         if not deleted and _pod_ready(pod):
