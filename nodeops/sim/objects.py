@@ -17,6 +17,7 @@ into storage, and `for_create` strips an object down to what a client would send
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import json
@@ -426,6 +427,8 @@ def make_pod_template(
     termination_grace_period_seconds: int = 30,
     tolerations: Sequence[Mapping[str, Any]] | None = None,
     node_selector: Mapping[str, str] | None = None,
+    affinity: Mapping[str, Any] | None = None,
+    topology_spread_constraints: Sequence[Mapping[str, Any]] | None = None,
 ) -> Obj:
     """A workload's `spec.template` after API defaulting, as a Deployment stores it.
 
@@ -451,8 +454,12 @@ def make_pod_template(
         "securityContext": {},
         "terminationGracePeriodSeconds": termination_grace_period_seconds,
     }
+    if affinity:
+        spec["affinity"] = copy.deepcopy(dict(affinity))
     if tolerations:
         spec["tolerations"] = [dict(t) for t in tolerations]
+    if topology_spread_constraints:
+        spec["topologySpreadConstraints"] = copy.deepcopy(list(topology_spread_constraints))
     volumes: list[Obj] = [
         {"configMap": {"defaultMode": 420, "name": f"{app}-config"}, "name": "config"},
     ]

@@ -328,6 +328,9 @@ class _PodShape(_Model):
     termination_grace_period_seconds: int = Field(default=30, ge=0)
     tolerations: list[Toleration] = Field(default_factory=list)
     node_selector: Labels = Field(default_factory=dict)
+    affinity: dict[str, Any] | None = None
+    """The pod's `affinity` as Kubernetes spells it (node, pod and anti-affinity)."""
+    topology_spread_constraints: list[dict[str, Any]] = Field(default_factory=list)
 
     def template(self, app: str) -> Obj:
         """The pod template; scenario annotations come on top of the usual ones."""
@@ -340,6 +343,8 @@ class _PodShape(_Model):
             termination_grace_period_seconds=self.termination_grace_period_seconds,
             tolerations=[t.as_dict() for t in self.tolerations],
             node_selector=self.node_selector,
+            affinity=self.affinity,
+            topology_spread_constraints=self.topology_spread_constraints,
         )
 
 

@@ -23,6 +23,7 @@ from nodeops.sim.cluster.apiclient import (
     DAEMONSETS,
     DEPLOYMENTS,
     LEASES,
+    NAMESPACES,
     NODES,
     PDBS,
     PODS,
@@ -146,7 +147,13 @@ class ClusterLoops:
             )
             runs.append(("kubelet", self.kubelet.run))
         if "scheduler" in self.components:
-            self.scheduler = Scheduler(clock, self._client("scheduler"), pods, nodes)
+            self.scheduler = Scheduler(
+                clock,
+                self._client("scheduler"),
+                pods,
+                nodes,
+                namespaces=informers.get(NAMESPACES),
+            )
             runs.append(("scheduler", self.scheduler.run))
         if "nodelifecycle" in self.components:
             self.nodelifecycle = NodeLifecycle(

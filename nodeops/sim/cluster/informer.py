@@ -67,6 +67,7 @@ _POD_SPEC_FIELDS = frozenset(
         "schedulerName",
         "terminationGracePeriodSeconds",
         "tolerations",
+        "topologySpreadConstraints",
     }
 )
 _CONTAINER_FIELDS = frozenset({"image", "name", "readinessProbe", "resources", "restartPolicy"})

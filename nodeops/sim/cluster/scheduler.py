@@ -20,6 +20,7 @@ import orjson
 from nodeops.sim.clock import Clock
 from nodeops.sim.cluster.apiclient import PODS, ApiClient, Conflict, NotFound, Obj
 from nodeops.sim.cluster.informer import Informer, Key, key_of
+from nodeops.sim.cluster.interpod import InterPodCheck, PlacedPods, pod_rules
 from nodeops.sim.cluster.runtime import supervise
 from nodeops.sim.cluster.scheduling import (
     DEFAULT_SCHEDULER,
@@ -61,14 +62,23 @@ def static_class(pod: Obj) -> bytes:
     )
 
 
-def pod_class(static: bytes, requests: dict[str, int]) -> bytes:
+def pod_class(static: bytes, requests: dict[str, int], pod: Obj | None = None) -> bytes:
     """Pods of one class fit the same nodes.
 
     A Deployment's pending pods all share one class, so when one of them fits nowhere the others
     are known to fit nowhere too until the cluster changes; that keeps a thousand pending
-    replicas from costing a thousand full scans of the nodes.
+    replicas from costing a thousand full scans of the nodes. With `pod`, where inter-pod rules
+    are in play, the pod's namespace, labels and spread constraints are part of its class:
+    they decide which pods' rules it meets (a Deployment's replicas still share theirs).
     """
-    return static + orjson.dumps(requests, option=orjson.OPT_SORT_KEYS)
+    cls = static + orjson.dumps(requests, option=orjson.OPT_SORT_KEYS)
+    if pod is None:
+        return cls
+    meta = pod.get("metadata") or {}
+    spread = (pod.get("spec") or {}).get("topologySpreadConstraints")
+    return cls + orjson.dumps(
+        [meta.get("namespace"), meta.get("labels"), spread], option=orjson.OPT_SORT_KEYS
+    )
 
 
 _UNKNOWN = object()
@@ -82,6 +92,7 @@ class _NodeInfo:
 
     __slots__ = (
         "alloc",
+        "labels",
         "name",
         "node",
         "position",
@@ -99,6 +110,7 @@ class _NodeInfo:
         self.position = -1
         """Where it stands in the scheduler's order of nodes."""
         self.alloc: dict[str, int] = {}
+        self.labels: Mapping[str, str] = {}
         self.taints: list[Mapping[str, Any]] = []
         self.prefer_no_schedule: list[Mapping[str, Any]] = []
         """Its PreferNoSchedule taints, the only ones the score reads: most nodes have none,
@@ -110,6 +122,7 @@ class _NodeInfo:
         self.node = node
         meta = node.get("metadata") or {}
         spec = node.get("spec") or {}
+        self.labels = meta.get("labels") or {}
         signature = (
             meta.get("labels"),
             spec.get("unschedulable"),
@@ -171,6 +184,7 @@ class Scheduler:
         pods: Informer,
         nodes: Informer,
         *,
+        namespaces: Informer | None = None,
         scheduler_name: str = DEFAULT_SCHEDULER,
         bind_concurrency: int = 32,
         flush_seconds: float = 60.0,
@@ -179,12 +193,19 @@ class Scheduler:
         self.client = client
         self.pods = pods
         self.nodes = nodes
+        self.namespaces = namespaces
+        """Namespaces' labels, for affinity terms' namespace selectors (none: no labels)."""
         self.scheduler_name = scheduler_name
         self.flush_seconds = flush_seconds
         self._usage: dict[str, NodeUsage] = {}
         self._accounted: dict[Key, tuple[str, dict[str, int]]] = {}
+        self._placed = PlacedPods()
+        """The pods accounted to nodes, for the inter-pod rules."""
         self._active: OrderedDict[Key, None] = OrderedDict()
         self._unschedulable: set[Key] = set()
+        self._waiting_for_pods: set[Key] = set()
+        """Unschedulable pods with pod affinity or spread constraints: a pod placed, not only
+        one gone, may let them fit."""
         self._binding: set[Key] = set()
         self._infos: dict[str, _NodeInfo] = {}
         self._order: list[_NodeInfo] | None = None
@@ -261,6 +282,7 @@ class Scheduler:
     def _forget_pending(self, key: Key) -> None:
         self._active.pop(key, None)
         self._unschedulable.discard(key)
+        self._waiting_for_pods.discard(key)
 
     def _flush_unschedulable(self) -> None:
         self._class_failed.clear()
@@ -269,22 +291,30 @@ class Scheduler:
         for key in self._unschedulable:
             self._active[key] = None
         self._unschedulable.clear()
+        self._waiting_for_pods.clear()
         self._wake.set()
 
     def _account(self, key: Key, node: str, pod: Obj) -> None:
         prev = self._accounted.get(key)
         if prev is not None:
             if prev[0] == node:
+                self._place(key, node, pod)
                 return
             self._unaccount(key)
         req = pod_requests(pod)
         self._accounted[key] = (node, req)
         self._usage.setdefault(node, NodeUsage()).add(req)
+        self._place(key, node, pod)
+
+    def _place(self, key: Key, node: str, pod: Obj) -> None:
+        if self._placed.add(key, node, pod) and self._waiting_for_pods:
+            self._flush_unschedulable()
 
     def _unaccount(self, key: Key) -> bool:
         prev = self._accounted.pop(key, None)
         if prev is None:
             return False
+        self._placed.remove(key)
         usage = self._usage.get(prev[0])
         if usage is not None:
             usage.remove(prev[1])
@@ -360,6 +390,7 @@ class Scheduler:
         empty = NodeUsage()
         usages = self._usage
         tolerations = (pod.get("spec") or {}).get("tolerations") or []
+        interpod = self._interpod_check(pod)
         candidates: list[tuple[str, float, int, int]] = []
         found = 0
         start = self._next_start % total
@@ -371,6 +402,8 @@ class Scheduler:
             info = infos[positions[(first + j) % count]]
             usage = usages.get(info.name) or empty
             reason = resource_filter(requests, info.alloc, usage)
+            if reason is None and interpod is not None:
+                reason = interpod.reason(info.labels)
             if reason is not None:
                 reasons[reason] = reasons.get(reason, 0) + 1
                 continue
@@ -406,9 +439,26 @@ class Scheduler:
         self._next_start = (start + checked) % total
         return best, reasons
 
+    def _interpod_check(self, pod: Obj) -> InterPodCheck | None:
+        """The attempt's inter-pod state; None when no rule of the pod or of a placed pod
+        applies, which is every attempt in most clusters."""
+        rules = pod_rules(pod)
+        if not rules and not self._placed.anti_affinity:
+            return None
+        return InterPodCheck(pod, rules, self._infos, self._placed, self._namespace_labels)
+
+    def _namespace_labels(self, name: str) -> Mapping[str, str]:
+        if self.namespaces is None:
+            return {}
+        ns = self.namespaces.store.get(("", name))
+        return ((ns or {}).get("metadata") or {}).get("labels") or {}
+
     def _schedule_one(self, key: Key, pod: Obj) -> None:
         requests = pod_requests(pod)
-        cls = pod_class(static_class(pod), requests)
+        rules = pod_rules(pod)
+        cls = pod_class(
+            static_class(pod), requests, pod if rules or self._placed.anti_affinity else None
+        )
         failed = self._class_failed.get(cls)
         if failed is not None:
             node, reasons = None, failed
@@ -417,6 +467,8 @@ class Scheduler:
         if node is None:
             self._class_failed[cls] = reasons
             self._unschedulable.add(key)
+            if rules.affinity or rules.spread:
+                self._waiting_for_pods.add(key)
             message = summarize_reasons(len(self._candidate_nodes()), reasons)
             self._spawn(self._report_unschedulable(pod, message))
             return

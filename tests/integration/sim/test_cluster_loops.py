@@ -802,3 +802,34 @@ async def test_instant_mode_skips_every_delay() -> None:
         await loops.stop()
         await client.close()
         await server.stop()
+
+
+async def test_inter_pod_rules_hold_pods_and_say_why(cluster: Cluster) -> None:
+    """The rules travel the whole way: in the pod's spec through the server, in the
+    scheduler's cache of pods, and back as the PodScheduled message kube-scheduler writes."""
+    solo = deployment("solo", 4)
+    solo["spec"]["template"]["spec"]["affinity"] = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {"app": "solo"}},
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
+    }
+    await cluster.client.create(DEPLOYMENTS, solo, NS)
+
+    async def three_running_one_refused() -> list[str] | None:
+        pods = await cluster.pods("app=solo")
+        running = {p["spec"].get("nodeName") for p in pods if _ready(p)}
+        messages = [
+            c.get("message", "")
+            for p in pods
+            for c in (p.get("status") or {}).get("conditions") or []
+            if c.get("type") == "PodScheduled" and c.get("status") == "False"
+        ]
+        return messages if len(running) == 3 and messages else None
+
+    messages = await until(three_running_one_refused, what="one pod per node, one refused")
+    assert messages == ["0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules."]

@@ -137,6 +137,32 @@ def test_bare_pods_are_created_as_given() -> None:
     assert "ownerReferences" not in pod["metadata"]
 
 
+def test_workloads_carry_pod_affinity_and_spread_constraints_as_written() -> None:
+    scenario = parse_scenario(
+        "workloads:\n"
+        "  - kind: Deployment\n"
+        "    name: web\n"
+        "    replicas: 3\n"
+        "    affinity:\n"
+        "      podAntiAffinity:\n"
+        "        requiredDuringSchedulingIgnoredDuringExecution:\n"
+        "          - labelSelector: {matchLabels: {app: web}}\n"
+        "            topologyKey: kubernetes.io/hostname\n"
+        "    topologySpreadConstraints:\n"
+        "      - maxSkew: 1\n"
+        "        topologyKey: topology.kubernetes.io/zone\n"
+        "        whenUnsatisfiable: DoNotSchedule\n"
+        "        labelSelector: {matchLabels: {app: web}}\n"
+    )
+    (deployment,) = _by_kind(scenario.objects(), "Deployment")
+    spec = deployment["spec"]["template"]["spec"]
+    term = spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term == [
+        {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+    ]
+    assert spec["topologySpreadConstraints"][0]["whenUnsatisfiable"] == "DoNotSchedule"
+
+
 # --- errors ----------------------------------------------------------------------------------
 
 
