@@ -128,6 +128,37 @@ def scenario(nodes: int, pods_per_node: float, seed: int) -> Scenario:
             "nodeSelector": {"topology.kubernetes.io/zone": "eu-west-1a"},
             "pdb": {"maxUnavailable": 1}, "terminationGracePeriodSeconds": 5,
         },
+        # Spread over the zones, never more than one replica apart: a drained node's pods
+        # must go back to where the zones stay even.
+        {
+            "kind": "Deployment", "name": "spread", "namespace": "shop",
+            "replicas": max(3, nodes // 4),
+            "topologySpreadConstraints": [
+                {
+                    "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                    "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": {"matchLabels": {"app": "spread"}},
+                }
+            ],
+            "pdb": {"maxUnavailable": 1}, "terminationGracePeriodSeconds": 5,
+        },
+        # One replica a node at most (required anti-affinity): every pod of theirs placed
+        # keeps the others off its node.
+        {
+            "kind": "Deployment", "name": "solo", "namespace": "shop",
+            "replicas": max(2, nodes // 10),
+            "affinity": {
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "labelSelector": {"matchLabels": {"app": "solo"}},
+                            "topologyKey": "kubernetes.io/hostname",
+                        }
+                    ]
+                }
+            },
+            "pdb": {"maxUnavailable": 1}, "terminationGracePeriodSeconds": 5,
+        },
     ]  # fmt: skip
     return Scenario.model_validate(data)
 

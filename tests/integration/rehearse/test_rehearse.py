@@ -3,6 +3,7 @@ and never writes, and its report names what the roll would meet."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 from collections.abc import AsyncIterator
@@ -17,6 +18,7 @@ from nodeops.cli import build_parser
 from nodeops.controllers.cycling.resources import NODEGROUPS
 from nodeops.demo.scenario import demo_scenario
 from nodeops.demo.world import World, WorldOptions
+from nodeops.kube.resources import DEPLOYMENTS, NODES, PODS
 from nodeops.rehearse.command import main_async
 from nodeops.rehearse.snapshot import SNAPSHOT_RESOURCES
 from nodeops.sim.clock import Clock
@@ -213,3 +215,54 @@ async def test_a_missing_read_permission_is_named(
     assert len(err) == 1 and "cannot list deployments.apps" in err[0], err
     # Asked, and nothing else: no list was tried before the check said no.
     assert asked == {"create/selfsubjectaccessreviews"}, asked
+
+
+async def test_pods_spread_over_a_label_the_new_nodes_lack_are_predicted_pending(
+    tmp_path: Path,
+) -> None:
+    """Labels set by hand on each node are not part of the group's launch: the new nodes come
+    without them, and pods spread over such a label (DoNotSchedule) have nowhere to go once
+    the old nodes are cordoned. The rehearsal says so, with kube-scheduler's reason."""
+    async with live() as w:
+        assert w.client is not None
+        nodes, _ = await w.client.list(NODES)
+        for i, n in enumerate(nodes):
+            body = {"metadata": {"labels": {"example.com/rack": f"r{i}"}}}
+            await w.client.patch(NODES, n["metadata"]["name"], body)
+        labels = {"app": "racked"}
+        spread = {
+            "maxSkew": 1,
+            "topologyKey": "example.com/rack",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": labels},
+        }
+        container = {"name": "app", "image": "nginx:1.27"}
+        template = {
+            "metadata": {"labels": labels},
+            "spec": {"containers": [container], "topologySpreadConstraints": [spread]},
+        }
+        body = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "racked", "namespace": "shop"},
+            "spec": {"replicas": 2, "selector": {"matchLabels": labels}, "template": template},
+        }
+        await w.client.create(DEPLOYMENTS, body)
+        async with asyncio.timeout(30):
+            while True:  # the live cluster's own pace; nothing to watch for but its pods
+                pods, _ = await w.client.list(PODS, "shop", label_selector="app=racked")
+                if len(pods) == 2 and all(p["spec"].get("nodeName") for p in pods):
+                    break
+                await asyncio.sleep(0.1)
+        code, out = await rehearse(w, tmp_path, "workers", "--json")
+    report = json.loads(out)
+    assert code == 1, report["failures"]
+    racked = [p for p in report["pending"] if p["pod"].startswith("shop/racked-")]
+    assert len(racked) == 2, report["pending"]
+    for p in racked:
+        assert p["already_pending"] is False
+        assert (
+            "node(s) didn't match pod topology spread constraints (missing required label)"
+            in (p["reason"])
+        ), p["reason"]
+    assert any("Pending" in f and "shop/racked-" in f for f in report["failures"])
