@@ -206,6 +206,9 @@ class Scheduler:
         self._waiting_for_pods: set[Key] = set()
         """Unschedulable pods with pod affinity or spread constraints: a pod placed, not only
         one gone, may let them fit."""
+        self._classes_waiting_for_pods = False
+        """Whether a class known to fit nowhere has pod affinity or spread constraints: its
+        pods may be gone, but the next of its class must not be refused on an old answer."""
         self._binding: set[Key] = set()
         self._infos: dict[str, _NodeInfo] = {}
         self._order: list[_NodeInfo] | None = None
@@ -286,6 +289,7 @@ class Scheduler:
 
     def _flush_unschedulable(self) -> None:
         self._class_failed.clear()
+        self._classes_waiting_for_pods = False
         if not self._unschedulable:
             return
         for key in self._unschedulable:
@@ -307,7 +311,9 @@ class Scheduler:
         self._place(key, node, pod)
 
     def _place(self, key: Key, node: str, pod: Obj) -> None:
-        if self._placed.add(key, node, pod) and self._waiting_for_pods:
+        if self._placed.add(key, node, pod) and (
+            self._waiting_for_pods or self._classes_waiting_for_pods
+        ):
             self._flush_unschedulable()
 
     def _unaccount(self, key: Key) -> bool:
@@ -469,6 +475,7 @@ class Scheduler:
             self._unschedulable.add(key)
             if rules.affinity or rules.spread:
                 self._waiting_for_pods.add(key)
+                self._classes_waiting_for_pods = True
             message = summarize_reasons(len(self._candidate_nodes()), reasons)
             self._spawn(self._report_unschedulable(pod, message))
             return

@@ -352,3 +352,20 @@ def test_the_indexed_check_agrees_with_a_walk_over_every_pod() -> None:
         check = InterPodCheck(p, pod_rules(p), sched._infos, index, lambda _: {})
         got = {n["metadata"]["name"]: check.reason(n["metadata"]["labels"]) for n in nodes}
         assert got == _reference(p, nodes, placed), (p, placed)
+
+
+async def test_a_class_refused_for_want_of_pods_is_asked_again_once_a_pod_is_placed() -> None:
+    """Its refused pod may be gone (its ReplicaSet replaced it): the next of its class must not
+    be refused on the old answer once the pod it waited for is there."""
+    sched = _scheduler(hosts("a"))
+    web = affine(labelled(pod("web"), app="web"), HOST, app="cache")
+    sched.pods._upsert(web)
+    sched._schedule_one(("default", "web"), web)
+    sched._forget_pending(("default", "web"))
+    sched._account(("default", "cache"), "a", labelled(pod("cache"), app="cache"))
+    again = affine(labelled(pod("web2"), app="web"), HOST, app="cache")
+    sched.pods._upsert(again)
+    sched._schedule_one(("default", "web2"), again)
+    assert ("default", "web2") not in sched._unschedulable
+    assert ("default", "web2") in sched._binding
+    await sched.stop()
