@@ -357,6 +357,7 @@ async def roll_and_record(
     for each in (recorder, *also):
         await _until_ended(each, names)
     stats = world.stats.snapshot()
+    await recorder.settle()  # the rehearsal's rule for pods left Pending
     nodes, _ = await world.client.list(NODES)
     created = {
         o.name(n): stamp.timestamp()

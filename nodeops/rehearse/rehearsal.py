@@ -233,6 +233,7 @@ class Rehearsal:
             )
             recorder.finish()
             stats = world.stats.snapshot()
+            await recorder.settle()
         finally:
             await world.stop()
             stack.close()

@@ -20,7 +20,7 @@ from nodeops.sim.clock import Clock
 from nodeops.sim.server.app import SimServer
 from nodeops.sim.server.store import WatchEvent
 
-__all__ = ["WATCHED", "RollRecorder"]
+__all__ = ["PENDING_SETTLE_SECONDS", "WATCHED", "RollRecorder"]
 
 Key = tuple[str, str]
 
@@ -33,6 +33,13 @@ _CNSS = ("nodeops.dev", "cyclenodestatuses")
 _TERMINAL = ("Successful", "Failed")
 WATCHED: frozenset[Key] = frozenset((_PODS, _NODES, _PDBS, _REPLICASETS, _CNRS, _CNSS))
 """What the recorder follows, by API group and plural."""
+PENDING_SETTLE_SECONDS = 90.0
+"""Pods are judged left Pending this long after the roll ends, by what the scheduler says of
+them then. During the roll it last judged them with the roll's last nodes still there: its
+reason counted nodes since deleted, and pods that waited for such a node to go (a drained node
+is a domain of spread over hostnames until it is deleted) had not yet had their place.
+kube-scheduler 1.24 retries the pods it could not place every 30 s once they have waited a
+minute, the simulator's every minute; newer ones as soon as a change could help."""
 
 
 def _ready(pod: Mapping[str, Any]) -> bool:
@@ -173,6 +180,10 @@ class RollRecorder:
 
     def all_ended(self, names: Iterable[str]) -> bool:
         return all((r := self.requests.get(n)) is not None and r.phase in _TERMINAL for n in names)
+
+    async def settle(self) -> None:
+        """Let the cluster run on `PENDING_SETTLE_SECONDS` past the roll's end."""
+        await asyncio.sleep(self.clock.wall_seconds(PENDING_SETTLE_SECONDS))
 
     def finish(self) -> None:
         """Close every budget's open stall at the current instant."""
