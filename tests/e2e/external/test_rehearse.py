@@ -79,11 +79,14 @@ def _what_a_roll_would_change(kubeconfig: Path, attached: Attached, nodegroup: s
         "requests": [o["metadata"]["name"] for o in requests["items"]],
         "nodegroup": group["metadata"]["resourceVersion"],
         # Events about the attach's nodes and pods or the NodeGroup, from whoever reported
-        # them: a roll reports on each node it cordons and each pod it evicts.
+        # them: a roll reports on each node it cordons and each pod it evicts. Not the node
+        # controller's RegisteredNode, which notes a node it has not seen before at its next
+        # check (every 5 s), whatever else happens: the attach's nodes may be that new.
         "events": sorted(
             e["metadata"]["name"]
             for e in events
             if (e.get("involvedObject") or {}).get("name") in about
+            and e.get("reason") != "RegisteredNode"
         ),
         "cloud group": attached.cloud("GET", f"/sim/cloud/nodegroups/{CLOUD_GROUP}"),
     }
