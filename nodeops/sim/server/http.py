@@ -281,6 +281,9 @@ class ApiHttp:
             return self._json(discovery.api_versions(self.server_address))
         if path == "/apis":
             return self._json(discovery.api_group_list(types))
+        if path == "/openapi/v2":
+            body, media_type = openapi.v2_document(request.headers.get("Accept", ""))
+            return web.Response(body=body, content_type=media_type)
         if path == "/openapi/v3":
             return self._json(openapi.root(types))
         if path.startswith("/openapi/v3/"):

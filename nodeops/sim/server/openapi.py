@@ -1,4 +1,4 @@
-"""A minimal OpenAPI v3 document per group/version.
+"""A minimal OpenAPI v3 document per group/version, and an empty OpenAPI v2 document.
 
 kubectl downloads `/openapi/v3` before `apply` and `create` to learn whether the server
 validates fields itself (the `fieldValidation` query parameter on PATCH); with that answered
@@ -6,6 +6,13 @@ yes, it leaves validation to the server instead of failing with "failed to downl
 Custom resources' schemas are served, tagged with their group/version/kind, so `kubectl explain`
 works for them; built-in kinds' schemas are not (the simulator has none to give, and schemas
 without kube's patch-merge keys would change how a client-side apply merges lists).
+
+kubectl reads `/openapi/v2` where v3 cannot answer, as for the items of a `List` it applies
+(`kubectl apply -f` of a file whose kind is List): it validates them against the document's
+definitions, skipping kinds it has none for, and a server without the document fails the whole
+apply ("the server could not find the requested resource"). kube-apiserver serves it, in
+protobuf (client-go asks for nothing else); here it has no definitions, so each item goes to
+the server as written and is validated there.
 """
 
 from __future__ import annotations
@@ -92,3 +99,31 @@ def group_version(types: Iterable[ResourceType], gv: str) -> dict[str, Any] | No
         "paths": paths,
         "components": {"schemas": schemas},
     }
+
+
+V2_MEDIA_TYPE = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _field(number: int, data: bytes) -> bytes:
+    """A length-delimited field (wire type 2): strings and embedded messages."""
+    return _varint(number << 3 | 2) + _varint(len(data)) + data
+
+
+def v2_document(accept: str) -> tuple[bytes, str]:
+    """The document and its media type: in protobuf where `accept` asks for it (gnostic's
+    `openapi_v2.Document`: swagger, field 1; info, 2, with title 1 and version 2), else JSON."""
+    version = KUBE_VERSION["gitVersion"]
+    if "protobuf" in accept:
+        info = _field(1, b"Kubernetes") + _field(2, version.encode())
+        return _field(1, b"2.0") + _field(2, info), V2_MEDIA_TYPE
+    doc = {"swagger": "2.0", "info": {"title": "Kubernetes", "version": version}, "paths": {}}
+    return orjson.dumps(doc), "application/json"

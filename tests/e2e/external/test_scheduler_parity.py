@@ -127,7 +127,15 @@ def test_pending_pods_are_refused_as_kube_scheduler_refuses_them(
             [
                 dep("solo", 4, affinity=_required("podAntiAffinity", _term(HOST, "solo"))),
                 dep("follower", 1, affinity=_required("podAffinity", _term(ZONE, "nothing"))),
-                dep("guard", 2, affinity=_required("podAntiAffinity", _term(HOST, "batch"))),
+                # One a node (so on both that take pods, whoever places them), and no batch
+                # beside them.
+                dep(
+                    "guard",
+                    2,
+                    affinity=_required(
+                        "podAntiAffinity", _term(HOST, "batch"), _term(HOST, "guard")
+                    ),
+                ),
                 dep("peer", 2, affinity=_required("podAffinity", _term(HOST, "peer"))),
                 dep("racked", 1, topologySpreadConstraints=_spread("rack", "racked")),
                 dep("even", 3, topologySpreadConstraints=_spread(HOST, "even")),

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from nodeops.sim.serve import SimCluster, SimOptions
 from tests.kubectl import kubectl
@@ -101,6 +103,26 @@ async def test_get_apply_delete(cluster: tuple[SimCluster, Path]) -> None:
     assert code == 0 and 'poddisruptionbudget.policy "web" deleted' in out, err
     code, out, err = await kubectl(kc, "get", "pdb", "web")
     assert code != 0 and "NotFound" in err
+
+
+async def test_apply_of_a_list_validates_its_items_and_applies_them(
+    cluster: tuple[SimCluster, Path],
+) -> None:
+    """A file whose kind is List sends kubectl to `/openapi/v2` for its items' schemas; without
+    the document, the whole apply fails ("the server could not find the requested resource")."""
+    _, kc = cluster
+    manifest = yaml.safe_load_all(DEPLOYMENT.replace("{min_available}", "1"))
+    listed = json.dumps({"apiVersion": "v1", "kind": "List", "items": list(manifest)})
+    code, out, err = await kubectl(kc, "apply", "-f", "-", stdin=listed)
+    assert code == 0, err
+    assert "deployment.apps/web created" in out and "poddisruptionbudget.policy/web" in out
+    code, out, err = await kubectl(
+        kc, "apply", "-f", "-", stdin=listed.replace('"minAvailable": 1', '"minAvailable": 2')
+    )
+    assert code == 0, err
+    assert "poddisruptionbudget.policy/web configured" in out, out
+    code, out, err = await kubectl(kc, "get", "--raw", "/openapi/v2")
+    assert code == 0 and json.loads(out)["swagger"] == "2.0", err
 
 
 async def test_cordon_and_drain(cluster: tuple[SimCluster, Path]) -> None:
