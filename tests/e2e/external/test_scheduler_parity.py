@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from nodeops.sim.cluster.scheduling import summarize_reasons
-from tests.e2e.external.attached import ATTACH_LABEL, Attached
+from tests.e2e.external.attached import Attached
 from tests.e2e.external.conftest import kubectl
 from tests.e2e.external.podwatch import Pods, PodWatch
+from tests.e2e.external.workloads import pinned_deployment
 from tests.unit.sim.test_cluster_scheduling import _scheduler
 
 HOST = "kubernetes.io/hostname"
@@ -37,36 +38,6 @@ def _spread(key: str, app: str) -> list[dict[str, Any]]:
             "labelSelector": {"matchLabels": {"app": app}},
         }
     ]
-
-
-def _deployment(
-    attached: Attached, namespace: str, name: str, replicas: int, **spec: Any
-) -> dict[str, Any]:
-    labels = {"app": name, "parity": "yes"}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "nodeSelector": {ATTACH_LABEL: attached.id},
-                    "terminationGracePeriodSeconds": 2,
-                    "containers": [
-                        {
-                            "name": "app",
-                            "image": "nginx:1.27",
-                            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
-                        }
-                    ],
-                    **spec,
-                },
-            },
-        },
-    }
 
 
 def _required(kind: str, *terms: dict[str, Any]) -> dict[str, Any]:
@@ -119,7 +90,14 @@ def test_pending_pods_are_refused_as_kube_scheduler_refuses_them(
     cordoned = sorted(attached.nodes)[-1]
     done = kubectl(kubeconfig, "cordon", cordoned)
     assert done.returncode == 0, done.stderr
-    dep = lambda name, n, **spec: _deployment(attached, namespace, name, n, **spec)  # noqa: E731
+
+    def dep(name: str, replicas: int, **spec: Any) -> dict[str, Any]:
+        labels = {"parity": "yes"}
+        docs = pinned_deployment(
+            attached, namespace, name, replicas, max_unavailable=None, labels=labels, **spec
+        )
+        return docs[0]
+
     watch = PodWatch(kubeconfig, namespace, "parity=yes")
     try:
         _apply(

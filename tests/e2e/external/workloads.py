@@ -13,10 +13,18 @@ from tests.e2e.external.conftest import kubectl
 
 
 def pinned_deployment(
-    attached: Attached, namespace: str, name: str, replicas: int, *, max_unavailable: int | None
+    attached: Attached,
+    namespace: str,
+    name: str,
+    replicas: int,
+    *,
+    max_unavailable: int | None,
+    labels: dict[str, str] | None = None,
+    **pod_spec: Any,
 ) -> list[dict[str, Any]]:
-    """A Deployment on the attached nodes, and with MAX_UNAVAILABLE its PodDisruptionBudget."""
-    labels = {"app": name}
+    """A Deployment on the attached nodes, and with MAX_UNAVAILABLE its PodDisruptionBudget.
+    Its pods are labelled `app: NAME` and LABELS; POD_SPEC adds to their spec."""
+    labels = {"app": name, **(labels or {})}
     docs: list[dict[str, Any]] = [
         {
             "apiVersion": "apps/v1",
@@ -31,6 +39,7 @@ def pinned_deployment(
                         "nodeSelector": {ATTACH_LABEL: attached.id},
                         "terminationGracePeriodSeconds": 2,
                         "containers": [{"name": "web", "image": "nginx:1.27"}],
+                        **pod_spec,
                     },
                 },
             },
