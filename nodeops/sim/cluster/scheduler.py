@@ -17,10 +17,10 @@ from typing import Any, cast
 
 import orjson
 
+from nodeops.common.interpod import InterPodCheck, PlacedPods, pod_rules
 from nodeops.sim.clock import Clock
 from nodeops.sim.cluster.apiclient import PODS, ApiClient, Conflict, NotFound, Obj
 from nodeops.sim.cluster.informer import Informer, Key, key_of
-from nodeops.sim.cluster.interpod import InterPodCheck, PlacedPods, pod_rules
 from nodeops.sim.cluster.runtime import supervise
 from nodeops.sim.cluster.scheduling import (
     DEFAULT_SCHEDULER,

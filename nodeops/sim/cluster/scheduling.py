@@ -11,6 +11,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+# The node predicates are shared with the operator's capacity check; named here too, as the
+# simulator's loops have always read them.
+from nodeops.common.nodematch import NO_EXECUTE as NO_EXECUTE
+from nodeops.common.nodematch import NO_SCHEDULE as NO_SCHEDULE
+from nodeops.common.nodematch import is_deleting as is_deleting
+from nodeops.common.nodematch import node_matches_affinity as node_matches_affinity
+from nodeops.common.nodematch import node_matches_term as node_matches_term
+from nodeops.common.nodematch import tolerates as tolerates
+from nodeops.common.nodematch import untolerated_taint as untolerated_taint
 from nodeops.sim.cluster.quantity import cpu_millis, units
 
 Obj = Mapping[str, Any]
@@ -23,9 +32,7 @@ TAINT_DISK_PRESSURE = "node.kubernetes.io/disk-pressure"
 TAINT_PID_PRESSURE = "node.kubernetes.io/pid-pressure"
 TAINT_NETWORK_UNAVAILABLE = "node.kubernetes.io/network-unavailable"
 
-NO_SCHEDULE = "NoSchedule"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
-NO_EXECUTE = "NoExecute"
 
 DEFAULT_SCHEDULER = "default-scheduler"
 
@@ -41,10 +48,6 @@ NONZERO_MEMORY = 200 * 1024 * 1024
 
 def is_terminal(pod: Obj) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-
-
-def is_deleting(obj: Obj) -> bool:
-    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
 
 
 def _container_requests(container: Obj) -> dict[str, int]:
@@ -161,99 +164,6 @@ def effective_taints(node: Obj) -> list[Obj]:
         if (key, NO_SCHEDULE) not in have:
             extra.append({"key": key, "effect": NO_SCHEDULE})
     return taints + extra if extra else taints
-
-
-def tolerates(toleration: Obj, taint: Obj) -> bool:
-    """Whether one toleration matches one taint (the rules of `Toleration.ToleratesTaint`)."""
-    effect = toleration.get("effect") or ""
-    if effect and effect != taint.get("effect"):
-        return False
-    key = toleration.get("key") or ""
-    op = toleration.get("operator") or "Equal"
-    if key:
-        if key != taint.get("key"):
-            return False
-    elif op != "Exists":
-        return False
-    if op == "Exists":
-        return True
-    if op == "Equal":
-        return (toleration.get("value") or "") == (taint.get("value") or "")
-    return False
-
-
-def untolerated_taint(
-    taints: Iterable[Obj],
-    tolerations: Sequence[Obj],
-    effects: tuple[str, ...] = (NO_SCHEDULE, NO_EXECUTE),
-) -> Obj | None:
-    """The first taint with one of `effects` that no toleration matches, or None."""
-    for taint in taints:
-        if taint.get("effect") not in effects:
-            continue
-        if not any(tolerates(t, taint) for t in tolerations):
-            return taint
-    return None
-
-
-# ---------------------------------------------------------------------------------------------
-# Node affinity
-
-
-def _match_requirement(req: Obj, value: str | None) -> bool:
-    op = req.get("operator")
-    values = req.get("values") or []
-    if op == "In":
-        return value is not None and value in values
-    if op == "NotIn":
-        return value is None or value not in values
-    if op == "Exists":
-        return value is not None
-    if op == "DoesNotExist":
-        return value is None
-    if op in ("Gt", "Lt"):
-        if value is None or len(values) != 1:
-            return False
-        try:
-            have, want = int(value), int(values[0])
-        except ValueError:
-            return False
-        return have > want if op == "Gt" else have < want
-    return False
-
-
-def node_matches_term(term: Obj, node: Obj) -> bool:
-    """A NodeSelectorTerm: all of its requirements; an empty term matches no node."""
-    exprs = term.get("matchExpressions") or []
-    fields = term.get("matchFields") or []
-    if not exprs and not fields:
-        return False
-    meta = node.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    for req in exprs:
-        if not _match_requirement(req, labels.get(req.get("key"))):
-            return False
-    for req in fields:
-        if req.get("key") != "metadata.name":
-            return False
-        if not _match_requirement(req, meta.get("name")):
-            return False
-    return True
-
-
-def node_matches_affinity(pod_spec: Obj, node: Obj) -> bool:
-    """spec.nodeSelector and required node affinity (any of the terms)."""
-    labels = (node.get("metadata") or {}).get("labels") or {}
-    for k, v in (pod_spec.get("nodeSelector") or {}).items():
-        if labels.get(k) != v:
-            return False
-    required = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ) or {}
-    terms = required.get("nodeSelectorTerms")
-    if terms is None:
-        return True
-    return any(node_matches_term(t, node) for t in terms)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from nodeops.sim.cluster.interpod import (
+from nodeops.common.interpod import (
     AFFINITY,
     ANTI_AFFINITY,
     EXISTING_ANTI_AFFINITY,
@@ -309,7 +309,7 @@ def _reference(
 def test_the_indexed_check_agrees_with_a_walk_over_every_pod() -> None:
     import random
 
-    from nodeops.sim.cluster.interpod import InterPodCheck, PlacedPods
+    from nodeops.common.interpod import InterPodCheck, PlacedPods
 
     rng = random.Random(7)
     apps, keys = ["a", "b", "c"], [HOST, ZONE]

@@ -2,13 +2,15 @@
 `DoNotSchedule` constraints) and InterPodAffinity (required affinity and anti-affinity, the
 pod's own and those of the pods already placed).
 
-Unlike `scheduling.static_filter`, their answer for a node changes with every pod placed or
-gone, so it cannot be kept per node. The scheduler builds an `InterPodCheck` for each attempt
+Unlike the node predicates (`nodematch`), their answer for a node changes with every pod placed
+or gone, so it cannot be kept per node. A caller builds an `InterPodCheck` for each attempt
 from the pods it has placed, as kube-scheduler's PreFilter does, then asks it about each node
-its walk reaches, after the resource fit, in kube-scheduler's filter order. These rules are why
-a roll leaves pods Pending on real clusters (one replica per node or per zone, and the cordoned
-nodes still count as domains), so a rehearsal that ignored them would predict a clean roll
-that the real one does not make.
+its walk reaches, after the resource fit, in kube-scheduler's filter order. Two callers: the
+simulated scheduler, and the cycling controllers' capacity check before a batch is drained.
+These rules are why a roll leaves pods Pending on real clusters (one replica per node or per
+zone, and the cordoned nodes still count as domains), so a rehearsal that ignored them would
+predict a clean roll that the real one does not make, and a capacity check that ignored them
+would drain a batch whose pods then wait.
 
 Not modelled: the preferred (scored) terms, which change where a pod goes, not whether it fits.
 """
@@ -22,6 +24,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from nodeops.common.nodematch import is_deleting, node_matches_affinity, untolerated_taint
 from nodeops.common.selectors import SelectorError
 from nodeops.common.selectors.labels import NOTHING, LabelSelector, label_selector_from_object
 from nodeops.common.selectors.requirements import (
@@ -31,7 +34,6 @@ from nodeops.common.selectors.requirements import (
     OP_NOT_IN,
     new_requirement,
 )
-from nodeops.sim.cluster.scheduling import is_deleting, node_matches_affinity, untolerated_taint
 
 Obj = Mapping[str, Any]
 Labels = Mapping[str, str]
@@ -190,7 +192,7 @@ class NodeView(Protocol):
 Key = tuple[str, str]
 
 
-def _exact(selector: LabelSelector) -> tuple[str, str] | None:
+def exact_label(selector: LabelSelector) -> tuple[str, str] | None:
     """A label every pod the selector matches must have, to look them up by."""
     for r in selector.requirements:
         if r.operator in (OP_EQUALS, OP_DOUBLE_EQUALS, OP_IN) and len(r.values) == 1:
@@ -263,7 +265,7 @@ class PlacedPods:
         """(node, pod) of the placed pods of `namespaces` that `selector` selects."""
         if selector.matches_nothing:
             return
-        exact = _exact(selector)
+        exact = exact_label(selector)
         for namespace in namespaces:
             keys = (
                 self._by_label.get((namespace, *exact))
