@@ -11,15 +11,22 @@ capacity instead of guessing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodeops.common.interpod import InterPodCheck, PlacedPods, exact_label, pod_rules
+from nodeops.common.nodematch import (
+    NO_EXECUTE,
+    NO_SCHEDULE,
+    node_matches_affinity,
+    untolerated_taint,
+)
 from nodeops.common.quantity import cpu_millis, units
 from nodeops.controllers.cycling.pods import movable
 from nodeops.kube import objects as o
 
-__all__ = ["FitResult", "check_fit", "node_is_ready"]
+__all__ = ["FitResult", "Neighbours", "check_fit", "neighbours", "node_is_ready"]
 
 Obj = Mapping[str, Any]
 
@@ -46,63 +53,10 @@ def _requests(pod: Obj) -> tuple[int, int]:
     return cpu + cpu_millis(overhead.get("cpu")), mem + units(overhead.get("memory"))
 
 
-def _tolerates(tolerations: Sequence[Obj], taint: Obj) -> bool:
-    for t in tolerations:
-        if t.get("effect") and t.get("effect") != taint.get("effect"):
-            continue
-        if t.get("operator") == "Exists":
-            if not t.get("key") or t.get("key") == taint.get("key"):
-                return True
-        elif t.get("key") == taint.get("key") and (t.get("value") or "") == (
-            taint.get("value") or ""
-        ):
-            return True
-    return False
-
-
-def _match_expression(labels: Mapping[str, str], expr: Obj) -> bool:
-    key, op, values = expr.get("key", ""), expr.get("operator"), expr.get("values") or []
-    value = labels.get(key)
-    if op == "In":
-        return value is not None and value in values
-    if op == "NotIn":
-        return value is None or value not in values
-    if op == "Exists":
-        return value is not None
-    if op == "DoesNotExist":
-        return value is None
-    if op in ("Gt", "Lt") and value is not None and values:
-        try:
-            have, bound = int(value), int(values[0])
-        except ValueError:
-            return False
-        return have > bound if op == "Gt" else have < bound
-    return False
-
-
-def _affinity_allows(pod: Obj, labels: Mapping[str, str]) -> bool:
-    spec = pod.get("spec") or {}
-    for key, value in (spec.get("nodeSelector") or {}).items():
-        if labels.get(key) != value:
-            return False
-    required = (
-        ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-            "requiredDuringSchedulingIgnoredDuringExecution"
-        )
-        or {}
-    ).get("nodeSelectorTerms")
-    if not required:
-        return True
-    # Terms are ORed; a term's expressions are ANDed (matchFields are not evaluated).
-    return any(
-        all(_match_expression(labels, e) for e in term.get("matchExpressions") or ())
-        for term in required
-    )
-
-
 @dataclass
 class _Room:
     name: str
+    node: Obj
     labels: Mapping[str, str]
     taints: list[Obj]
     cpu: int
@@ -128,6 +82,14 @@ class FitResult:
         )
 
 
+def _scheduling_taints(node: Obj) -> list[Obj]:
+    return [
+        t
+        for t in (node.get("spec") or {}).get("taints") or ()
+        if t.get("effect") in (NO_SCHEDULE, NO_EXECUTE)
+    ]
+
+
 def _room(node: Obj, pods_on_node: Iterable[Obj]) -> _Room:
     alloc = (node.get("status") or {}).get("allocatable") or {}
     cpu, mem, count = cpu_millis(alloc.get("cpu")), units(alloc.get("memory")), 0
@@ -140,12 +102,123 @@ def _room(node: Obj, pods_on_node: Iterable[Obj]) -> _Room:
         mem -= m
         count += 1
     max_pods = units(alloc.get("pods")) if alloc.get("pods") is not None else 110
-    taints = [
-        t
-        for t in (node.get("spec") or {}).get("taints") or ()
-        if t.get("effect") in ("NoSchedule", "NoExecute")
-    ]
-    return _Room(o.name(node), o.labels(node), taints, cpu, mem, max_pods - count)
+    return _Room(
+        o.name(node), node, o.labels(node), _scheduling_taints(node), cpu, mem, max_pods - count
+    )
+
+
+@dataclass(frozen=True)
+class _StayingNode:
+    """A node that stays while the batch drains, as the inter-pod rules read it."""
+
+    node: Obj
+    labels: Mapping[str, str]
+    taints: Sequence[Obj]
+
+
+class _StayingNodes(Mapping[str, _StayingNode]):
+    """The nodes that stay, each read when a rule first asks about it: a topology spread reads
+    them all (they are its domains), pod affinity and anti-affinity only those their pods run
+    on."""
+
+    def __init__(self, names: Collection[str], read: Callable[[str], Obj | None]) -> None:
+        self._names = names
+        self._read = read
+        self._views: dict[str, _StayingNode | None] = {}
+
+    def _view(self, name: str) -> _StayingNode | None:
+        if name not in self._views:
+            node = self._read(name) if name in self._names else None
+            self._views[name] = (
+                None
+                if node is None
+                else _StayingNode(node, o.labels(node), _scheduling_taints(node))
+            )
+        return self._views[name]
+
+    def __getitem__(self, name: str) -> _StayingNode:
+        view = self._view(name)
+        if view is None:
+            raise KeyError(name)
+        return view
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name in self._names if self._view(name) is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+@dataclass
+class Neighbours:
+    """Where the pods that the batch's pods' inter-pod rules look at run, once the batch has
+    drained: every node that stays (the domains of a topology spread), the pods on them that
+    the rules select, and every pod on them with required anti-affinity (which keeps matching
+    pods out of its topology whatever their own rules say). The pods the check places are added
+    as it goes, so two replicas that must not share a node are not both put on the one new
+    node."""
+
+    nodes: Mapping[str, _StayingNode]
+    placed: PlacedPods
+
+    def check(self, pod: Obj) -> InterPodCheck | None:
+        rules = pod_rules(pod)
+        if not rules and not self.placed.anti_affinity:
+            return None
+        return InterPodCheck(pod, rules, self.nodes, self.placed, _namespace_labels)
+
+    def place(self, pod: Obj, node: str) -> None:
+        self.placed.add((o.namespace(pod), o.name(pod)), node, pod)
+
+
+def _namespace_labels(namespace: str) -> Mapping[str, str]:
+    """The label every namespace carries (since Kubernetes 1.21): the manager does not watch
+    namespaces, so a namespace selector of a term matches by name only."""
+    return {"kubernetes.io/metadata.name": namespace}
+
+
+def neighbours(
+    batch_pods: Sequence[Obj],
+    staying: Collection[str],
+    node_of: Callable[[str], Obj | None],
+    pods_labelled: Callable[[str, str], Iterable[Obj]],
+    every_pod: Callable[[], Iterable[Obj]],
+    anti_affinity_pods: Iterable[Obj],
+) -> Neighbours | None:
+    """What `check_fit` needs to hold the batch's pods to their inter-pod rules, or None when
+    no rule applies (no batch pod has one, no pod anywhere has required anti-affinity): then
+    nothing beyond the nodes the first fit reaches is read.
+
+    Only the pods the rules could select are read: those carrying a label each selector
+    requires (`pods_labelled(key, value)`), or every pod for a selector that requires none."""
+    anti = list(anti_affinity_pods)
+    rules = [pod_rules(p) for p in batch_pods if movable(p)]
+    if not anti and not any(rules):
+        return None
+    labels: set[tuple[str, str]] = set()
+    everything = False
+    for r in rules:
+        for selector in (
+            *(c.selector for c in r.spread),
+            *(t.selector for t in (*r.affinity, *r.anti_affinity)),
+        ):
+            if selector.matches_nothing:
+                continue
+            exact = exact_label(selector)
+            if exact is None:
+                everything = True
+            else:
+                labels.add(exact)
+    placed = PlacedPods()
+    selected = (
+        every_pod() if everything else (p for kv in sorted(labels) for p in pods_labelled(*kv))
+    )
+    for pod in (*selected, *anti):
+        node = str((pod.get("spec") or {}).get("nodeName") or "")
+        finished = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        if node in staying and not finished:
+            placed.add((o.namespace(pod), o.name(pod)), node, pod)
+    return Neighbours(_StayingNodes(staying, node_of), placed)
 
 
 def check_fit(
@@ -154,10 +227,12 @@ def check_fit(
     pods_of: Callable[[str], Sequence[Obj] | None],
     *,
     exclude: Collection[str],
+    neighbours: Neighbours | None = None,
 ) -> FitResult:
     """Whether every movable pod of `batch_pods` fits on a Ready, schedulable node not in
     `exclude` (the batch itself, nodes being drained or replaced), given the pods already on
-    each node (`pods_of(name)`).
+    each node (`pods_of(name)`), and, with `neighbours`, the pods' required inter-pod affinity,
+    anti-affinity and `DoNotSchedule` topology spread.
 
     First fit, with each node's room worked out only when the search reaches it: a batch's
     pods usually fit on the first few nodes, and reading every pod of a 1,000-node cluster per
@@ -186,7 +261,9 @@ def check_fit(
     result = FitResult(True, len(todo))
     for pod in todo:
         cpu, mem = _requests(pod)
-        tolerations = (pod.get("spec") or {}).get("tolerations") or ()
+        spec = pod.get("spec") or {}
+        tolerations = spec.get("tolerations") or ()
+        interpod = neighbours.check(pod) if neighbours is not None else None
         why = (
             "no ready schedulable nodes" if room_at(0) is None else "not enough cpu, memory or pods"
         )
@@ -194,18 +271,26 @@ def check_fit(
         i = 0
         while (room := room_at(i)) is not None:
             i += 1
-            if not _affinity_allows(pod, room.labels):
+            if not node_matches_affinity(spec, room.node):
                 why = "node selector or affinity matches no ready node with room"
                 continue
-            if any(not _tolerates(tolerations, t) for t in room.taints):
+            if untolerated_taint(room.taints, tolerations) is not None:
                 why = "untolerated taints on the ready nodes with room"
                 continue
-            if room.cpu >= cpu and room.mem >= mem and room.pods >= 1:
-                room.cpu -= cpu
-                room.mem -= mem
-                room.pods -= 1
-                placed = True
-                break
+            if room.cpu < cpu or room.mem < mem or room.pods < 1:
+                continue
+            if interpod is not None:
+                refused = interpod.reason(room.labels)
+                if refused is not None:
+                    why = refused
+                    continue
+            room.cpu -= cpu
+            room.mem -= mem
+            room.pods -= 1
+            placed = True
+            if neighbours is not None:
+                neighbours.place(pod, room.name)
+            break
         if not placed:
             result.fits = False
             result.unplaced.append(o.ref(pod))

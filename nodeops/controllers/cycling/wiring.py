@@ -28,6 +28,8 @@ from nodeops.controllers.cycling.request import (
 from nodeops.controllers.cycling.request.indexes import (
     ACTIVE,
     BY_ANNOTATED_FOR,
+    BY_ANTI_AFFINITY,
+    BY_LABEL,
     BY_OWNER_MOVES,
     BY_OWNER_STATE,
     BY_QUEUED_FOR,
@@ -35,7 +37,9 @@ from nodeops.controllers.cycling.request.indexes import (
     BY_STATE,
     BY_UNTAINTED_FOR,
     annotated_for,
+    anti_affinity,
     in_namespace,
+    label_pairs,
     owner_moves,
     owner_state,
     owner_uid,
@@ -165,7 +169,10 @@ def install(
             BY_UNTAINTED_FOR: untainted_for,
         },
     )
-    pods = informers.informer(PODS, indexers={BY_NODE: spec_node})
+    pods = informers.informer(
+        PODS,
+        indexers={BY_NODE: spec_node, BY_ANTI_AFFINITY: anti_affinity, BY_LABEL: label_pairs},
+    )
     pdbs = informers.informer(PDBS)
     nodegroups = informers.informer(NODEGROUPS)
     cloud = CloudWatcher(

@@ -10,6 +10,7 @@ import pytest
 
 from nodeops.controllers.cycling.keys import CYCLE_TAINT, NODE_FINALIZER
 from nodeops.controllers.cycling.resources import NODEGROUPS
+from nodeops.demo.world import World
 from nodeops.kube.metrics import REGISTRY
 from nodeops.kube.resources import NODES, PODS
 from tests.waiting import until
@@ -193,6 +194,19 @@ async def test_the_pod_moves_metric_counts_the_evictions_of_a_roll() -> None:
         assert status["podMovesPerPod"] == round(evictions / status["podsToMove"], 4)
 
 
+async def blocked_for_capacity(w: World, name: str) -> dict[str, Any]:
+    """The request's `Blocked` condition once the capacity check holds its batch."""
+
+    async def condition() -> Any:
+        obj = await w.request(name)
+        for cond in (obj or {}).get("status", {}).get("conditions") or ():
+            if cond["type"] == "Blocked" and cond["reason"] == "InsufficientCapacity":
+                return cond
+        return None
+
+    return await until(condition, timeout=60, what="the capacity check to wait")
+
+
 async def test_a_batch_waits_until_its_pods_fit() -> None:
     async with world(scenario(1)) as w:
         assert w.client is not None
@@ -215,18 +229,54 @@ async def test_a_batch_waits_until_its_pods_fit() -> None:
         )
         await w.create_request(request("fits", GROUP))
 
-        async def waiting_for_capacity() -> Any:
-            obj = await w.request("fits")
-            for cond in (obj or {}).get("status", {}).get("conditions") or ():
-                if cond["type"] == "Blocked" and cond["reason"] == "InsufficientCapacity":
-                    return cond
-            return None
-
-        cond = await until(waiting_for_capacity, timeout=60, what="the capacity check to wait")
+        cond = await blocked_for_capacity(w, "fits")
         assert "shop/pinned" in cond["message"]
         assert await children(w, "fits") == []
         await w.client.delete(PODS, "pinned", "shop", grace_period=0)
         await wait_phase(w, "fits", "Successful")
+
+
+async def test_pods_one_a_node_wait_for_a_node_each() -> None:
+    """Two pods that must not share a node, both on the one old node: the one new node can
+    take one of them, so the batch waits, naming kube-scheduler's reason, until one is gone."""
+    async with world(scenario(1)) as w:
+        assert w.client is not None
+        (old,) = [n["metadata"]["name"] for n in await nodes(w)]
+        apart = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {"matchLabels": {"app": "apart"}},
+                        "topologyKey": "kubernetes.io/hostname",
+                    }
+                ]
+            }
+        }
+        for name in ("apart-0", "apart-1"):
+            await w.client.create(
+                PODS,
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": name, "namespace": "shop", "labels": {"app": "apart"}},
+                    "spec": {
+                        # Bound by hand: the rules hold the scheduler, not a pod's binding.
+                        "nodeName": old,
+                        "affinity": apart,
+                        "terminationGracePeriodSeconds": 1,
+                        "containers": [{"name": "c", "image": "busybox"}],
+                    },
+                },
+                "shop",
+            )
+        await w.create_request(request("apart", GROUP))
+
+        cond = await blocked_for_capacity(w, "apart")
+        assert "1 of " in cond["message"] and "shop/apart-" in cond["message"], cond
+        assert "node(s) didn't match pod anti-affinity rules" in cond["message"], cond
+        assert await children(w, "apart") == []
+        await w.client.delete(PODS, "apart-1", "shop", grace_period=0)
+        await wait_phase(w, "apart", "Successful")
 
 
 async def test_a_budget_counts_the_nodes_of_every_request() -> None:

@@ -217,43 +217,70 @@ async def test_a_missing_read_permission_is_named(
     assert asked == {"create/selfsubjectaccessreviews"}, asked
 
 
+async def _racked(w: World) -> None:
+    """Labels set by hand on each node (no part of the group's launch, so the new nodes come
+    without them), and two pods spread over that label (DoNotSchedule)."""
+    assert w.client is not None
+    nodes, _ = await w.client.list(NODES)
+    for i, n in enumerate(nodes):
+        body = {"metadata": {"labels": {"example.com/rack": f"r{i}"}}}
+        await w.client.patch(NODES, n["metadata"]["name"], body)
+    labels = {"app": "racked"}
+    spread = {
+        "maxSkew": 1,
+        "topologyKey": "example.com/rack",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": labels},
+    }
+    container = {"name": "app", "image": "nginx:1.27"}
+    template = {
+        "metadata": {"labels": labels},
+        "spec": {"containers": [container], "topologySpreadConstraints": [spread]},
+    }
+    body = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "racked", "namespace": "shop"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": labels}, "template": template},
+    }
+    await w.client.create(DEPLOYMENTS, body)
+    async with asyncio.timeout(30):
+        while True:  # the live cluster's own pace; nothing to watch for but its pods
+            pods, _ = await w.client.list(PODS, "shop", label_selector="app=racked")
+            if len(pods) == 2 and all(p["spec"].get("nodeName") for p in pods):
+                break
+            await asyncio.sleep(0.1)
+
+
+async def test_pods_spread_over_a_label_the_new_nodes_lack_hold_the_last_batch(
+    tmp_path: Path,
+) -> None:
+    """Once only new nodes would be left, the capacity check finds no place for pods spread
+    over a label those nodes lack: the last batch is not drained, and the request fails at
+    the scale-up limit, naming the pods and kube-scheduler's reason. Nothing is stranded."""
+    async with live() as w:
+        await _racked(w)
+        code, out = await rehearse(w, tmp_path, "workers", "--json")
+    report = json.loads(out)
+    assert code == 1, report["failures"]
+    assert report["pending"] == [], report["pending"]
+    assert [b["index"] for b in report["batches"]] == [1], report["batches"]
+    (failure,) = report["failures"]
+    assert "scale-up did not finish within 1200s: waiting for capacity: 2 of " in failure
+    assert "shop/racked-" in failure
+    assert (
+        "node(s) didn't match pod topology spread constraints (missing required label)" in failure
+    ), failure
+
+
 async def test_pods_spread_over_a_label_the_new_nodes_lack_are_predicted_pending(
     tmp_path: Path,
 ) -> None:
-    """Labels set by hand on each node are not part of the group's launch: the new nodes come
-    without them, and pods spread over such a label (DoNotSchedule) have nowhere to go once
-    the old nodes are cordoned. The rehearsal says so, with kube-scheduler's reason."""
-    async with live() as w:
-        assert w.client is not None
-        nodes, _ = await w.client.list(NODES)
-        for i, n in enumerate(nodes):
-            body = {"metadata": {"labels": {"example.com/rack": f"r{i}"}}}
-            await w.client.patch(NODES, n["metadata"]["name"], body)
-        labels = {"app": "racked"}
-        spread = {
-            "maxSkew": 1,
-            "topologyKey": "example.com/rack",
-            "whenUnsatisfiable": "DoNotSchedule",
-            "labelSelector": {"matchLabels": labels},
-        }
-        container = {"name": "app", "image": "nginx:1.27"}
-        template = {
-            "metadata": {"labels": labels},
-            "spec": {"containers": [container], "topologySpreadConstraints": [spread]},
-        }
-        body = {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": "racked", "namespace": "shop"},
-            "spec": {"replicas": 2, "selector": {"matchLabels": labels}, "template": template},
-        }
-        await w.client.create(DEPLOYMENTS, body)
-        async with asyncio.timeout(30):
-            while True:  # the live cluster's own pace; nothing to watch for but its pods
-                pods, _ = await w.client.list(PODS, "shop", label_selector="app=racked")
-                if len(pods) == 2 and all(p["spec"].get("nodeName") for p in pods):
-                    break
-                await asyncio.sleep(0.1)
+    """Without the capacity check (`waitForCapacity: false`) the last batch is drained all the
+    same, and the pods spread over a label the new nodes lack have nowhere to go. The
+    rehearsal says so, with kube-scheduler's reason."""
+    async with live(waitForCapacity=False) as w:
+        await _racked(w)
         code, out = await rehearse(w, tmp_path, "workers", "--json")
     report = json.loads(out)
     assert code == 1, report["failures"]

@@ -28,6 +28,8 @@ from nodeops.kube import objects as o
 __all__ = [
     "ACTIVE",
     "BY_ANNOTATED_FOR",
+    "BY_ANTI_AFFINITY",
+    "BY_LABEL",
     "BY_OWNER_MOVES",
     "BY_OWNER_STATE",
     "BY_QUEUED_FOR",
@@ -35,8 +37,11 @@ __all__ = [
     "BY_STATE",
     "BY_UNTAINTED_FOR",
     "MOVES_BITS",
+    "REQUIRED",
     "annotated_for",
+    "anti_affinity",
     "in_namespace",
+    "label_pairs",
     "owner_moves",
     "owner_state",
     "owner_uid",
@@ -77,8 +82,19 @@ BY_UNTAINTED_FOR = "cycling-untainted-for"
 """The nodes of a request's queue that do not carry its taint yet: tainting the queue after
 each batch's detach reads only these, not the whole queue."""
 
+BY_ANTI_AFFINITY = "cycling-anti-affinity"
+"""Pods with required pod anti-affinity (under `REQUIRED`): the capacity check holds every
+batch to them, and finds them without reading every pod."""
+
+BY_LABEL = "cycling-label"
+"""Pods by each of their labels (`key=value`): the pods an inter-pod rule's selector can match,
+read without decoding every pod of the cluster for each batch's capacity check."""
+
 ACTIVE = "active"
 """The state of an object whose phase is not terminal (none yet included)."""
+
+REQUIRED = "required"
+"""The `BY_ANTI_AFFINITY` value of a pod with required anti-affinity terms."""
 
 MOVES_BITS = 63
 """`podsToMove` is an int64 the API server keeps at 0 or more."""
@@ -144,6 +160,17 @@ def spec_node(obj: Obj) -> list[str]:
     """The node a pod runs on, or a CycleNodeStatus replaces."""
     node = (obj.get("spec") or {}).get("nodeName")
     return [str(node)] if node else []
+
+
+def anti_affinity(obj: Obj) -> list[str]:
+    """`REQUIRED` for a pod with required pod anti-affinity terms."""
+    anti = ((obj.get("spec") or {}).get("affinity") or {}).get("podAntiAffinity") or {}
+    return [REQUIRED] if anti.get("requiredDuringSchedulingIgnoredDuringExecution") else []
+
+
+def label_pairs(obj: Obj) -> list[str]:
+    """`key=value` for each of the object's labels."""
+    return [f"{k}={v}" for k, v in o.labels(obj).items()]
 
 
 def annotated_for(obj: Obj) -> list[str]:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from nodeops.api.cyclenoderequest import CycleNodeRequestSpec
 from nodeops.api.cycling import CycleNodeRequestNode
-from nodeops.controllers.cycling.fit import FitResult, check_fit, node_is_ready
+from nodeops.controllers.cycling.fit import FitResult, check_fit, neighbours, node_is_ready
 from nodeops.controllers.cycling.inventory import Inventory, instance_id
 from nodeops.controllers.cycling.request.annotations import annotate_new_nodes
 from nodeops.controllers.cycling.request.batching import detach, taint_pending
@@ -27,6 +27,7 @@ from nodeops.controllers.cycling.request.env import (
     status_of,
 )
 from nodeops.controllers.cycling.request.health import new_node_health
+from nodeops.controllers.cycling.request.indexes import BY_ANTI_AFFINITY, BY_LABEL, REQUIRED
 from nodeops.kube import ReconcileContext, Request, Result
 from nodeops.kube import objects as o
 from nodeops.providers.base import Lifecycle
@@ -66,11 +67,16 @@ async def scaling_up(
     limit = env.settings.scale_up_limit
     elapsed = env.time.since(view.typed.scale_up_started)
     if elapsed > limit:
-        raise Heal(
-            f"scale-up did not finish within {limit:g}s: "
-            + _scale_up_state(env, spec, inventory, current),
-            "ScaleUpTimeout",
-        )
+        # Past the limit, give up on what is still waited for: replacements, their health
+        # checks, or room for the batch's pods (which no replacement brought).
+        still = _scale_up_state(env, spec, inventory, current)
+        if not still:
+            still = await new_node_health(env, view, spec, inventory)
+        if not still and spec.cycle_settings.wait_for_capacity:
+            fit = _fit(env, view, spec, children, current)
+            still = "" if fit.fits else f"waiting for capacity: {fit.message}"
+        if still:
+            raise Heal(f"scale-up did not finish within {limit:g}s: {still}", "ScaleUpTimeout")
     if elapsed < env.settings.scale_up_wait:
         raise Wait(
             "waiting the minimum scale-up time",
@@ -182,14 +188,28 @@ def _fit(
 ) -> FitResult:
     batch = {e.name for e in current}
     draining = {str((c.get("spec") or {}).get("nodeName")) for c in children.active}
-    exclude = set(batch) | draining
+    leaving = set(batch) | draining
+    for r in env.active_requests(view):
+        leaving |= {entry.name for entry in status_of(r).current_nodes or ()}
+    exclude = set(leaving)
     if spec.cycle_settings.pending_node_taint == "NoSchedule":
         exclude |= set(env.queued(view))
-    for r in env.active_requests(view):
-        exclude |= {entry.name for entry in status_of(r).current_nodes or ()}
     batch_pods = [p for name in batch for p in env.pods.by_index(BY_NODE, name)]
-    # Read lazily, and only the nodes the first fit reaches.
+    # The inter-pod rules read every node that stays (the domains of a spread) and the pods
+    # they select; without any, only the nodes the first fit reaches are read.
+    around = neighbours(
+        batch_pods,
+        {name for name in env.nodes.keys() if name not in leaving},
+        env.node,
+        lambda key, value: env.pods.by_index(BY_LABEL, f"{key}={value}"),
+        env.pods.objects,
+        env.pods.by_index(BY_ANTI_AFFINITY, REQUIRED),
+    )
     nodes = (env.node(name) for name in env.nodes.keys() if name not in exclude)
     return check_fit(
-        batch_pods, nodes, lambda name: env.pods.by_index(BY_NODE, name), exclude=exclude
+        batch_pods,
+        nodes,
+        lambda name: env.pods.by_index(BY_NODE, name),
+        exclude=exclude,
+        neighbours=around,
     )

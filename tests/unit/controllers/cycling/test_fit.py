@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodeops.controllers.cycling.fit import check_fit
+from nodeops.controllers.cycling.fit import check_fit, neighbours
 
 
 def node(
@@ -130,3 +130,176 @@ def test_only_the_nodes_the_first_fit_reaches_are_read() -> None:
     assert result.fits
     assert asked == ["n0"]
     assert len(read) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Inter-pod rules: the batch's pods against the pods that stay, and against each other
+
+
+def labelled(p: dict[str, Any], **labels: str) -> dict[str, Any]:
+    p["metadata"]["labels"] = dict(labels)
+    return p
+
+
+def one_a_node(app: str, key: str = "kubernetes.io/hostname") -> dict[str, Any]:
+    term = {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}
+    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+
+
+def host(name: str, **labels: str) -> dict[str, Any]:
+    return node(name, labels={"kubernetes.io/hostname": name, "zone": "a", **labels})
+
+
+def fit_with_rules(
+    batch: list[dict[str, Any]],
+    nodes: list[dict[str, Any]],
+    staying: list[dict[str, Any]],
+    *,
+    leaving: set[str],
+) -> Any:
+    """The check as the request runs it: the neighbours of the batch read from every pod."""
+    everything = batch + staying
+    around = neighbours(
+        batch,
+        {n["metadata"]["name"] for n in nodes} - leaving,
+        {n["metadata"]["name"]: n for n in nodes}.get,
+        lambda k, v: [p for p in everything if p["metadata"].get("labels", {}).get(k) == v],
+        lambda: everything,
+        [p for p in everything if "podAntiAffinity" in (p["spec"].get("affinity") or {})],
+    )
+    on: dict[str, list[dict[str, Any]]] = {}
+    for p in staying:
+        on.setdefault(p["spec"]["nodeName"], []).append(p)
+    return check_fit(batch, nodes, on.get, exclude=leaving, neighbours=around)
+
+
+def test_two_replicas_one_a_node_do_not_share_the_one_new_node() -> None:
+    """Each fits alone on the empty new node; together they do not. Without the rule the
+    check put both there, and the second was stranded Pending by the scheduler."""
+    batch = [
+        labelled(pod(f"solo-{i}", f"old{i}", affinity=one_a_node("solo")), app="solo")
+        for i in range(2)
+    ]
+    nodes = [host("old0"), host("old1"), host("new0")]
+    result = fit_with_rules(batch, nodes, [], leaving={"old0", "old1"})
+    assert not result.fits
+    assert result.unplaced == ["default/solo-1"] or result.unplaced == ["default/solo-0"]
+    assert result.reasons[result.unplaced[0]] == "node(s) didn't match pod anti-affinity rules"
+    assert fit_with_rules(batch, [*nodes, host("new1")], [], leaving={"old0", "old1"}).fits
+    # Without the rules, as before: both on new0.
+    assert check_fit(batch, nodes, {}.get, exclude={"old0", "old1"}).fits
+
+
+def test_a_staying_pods_anti_affinity_keeps_matching_pods_off_its_node() -> None:
+    guard = labelled(pod("guard", "new0", affinity=one_a_node("web")), app="guard")
+    web = labelled(pod("web", "old"), app="web")
+    nodes = [host("old"), host("new0")]
+    result = fit_with_rules([web], nodes, [guard], leaving={"old"})
+    assert not result.fits
+    assert (
+        result.reasons["default/web"] == "node(s) didn't satisfy existing pods anti-affinity rules"
+    )
+    assert fit_with_rules([web], [*nodes, host("new1")], [guard], leaving={"old"}).fits
+
+
+def spread_over(key: str, app: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "maxSkew": 1,
+            "topologyKey": key,
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": app}},
+        }
+    ]
+
+
+def test_zone_spread_counts_the_pods_that_stay_and_those_placed() -> None:
+    """Zone a keeps one replica, zone b none: the batch's replica may go to zone b only, and
+    the node there has no room until it has."""
+    nodes = [
+        host("old", zone="a"),
+        host("a1", zone="a"),
+        node("b1", cpu="100m", labels={"kubernetes.io/hostname": "b1", "zone": "b"}),
+    ]
+    stays = labelled(pod("s-0", "a1", topologySpreadConstraints=spread_over("zone", "s")), app="s")
+    moves = labelled(pod("s-1", "old", topologySpreadConstraints=spread_over("zone", "s")), app="s")
+    result = fit_with_rules([moves], nodes, [stays], leaving={"old"})
+    assert not result.fits
+    # The last node tried (b1) had no room; a1 was refused for the skew.
+    assert result.reasons["default/s-1"] in (
+        "node(s) didn't match pod topology spread constraints",
+        "not enough cpu, memory or pods",
+    )
+    nodes[2] = host("b1", zone="b")
+    assert fit_with_rules([moves], nodes, [stays], leaving={"old"}).fits
+
+
+def test_spread_over_a_label_only_the_leaving_nodes_carry_fits_nowhere() -> None:
+    rack = spread_over("example.com/rack", "r")
+    batch = [labelled(pod("r-0", "old", topologySpreadConstraints=rack), app="r")]
+    nodes = [host("old", **{"example.com/rack": "r1"}), host("new0")]
+    result = fit_with_rules(batch, nodes, [], leaving={"old"})
+    assert result.reasons["default/r-0"] == (
+        "node(s) didn't match pod topology spread constraints (missing required label)"
+    )
+
+
+def test_required_affinity_follows_the_pod_it_needs() -> None:
+    needs_db = {
+        "podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "zone"}
+            ]
+        }
+    }
+    db = labelled(pod("db", "b1"), app="db")
+    app = labelled(pod("app", "old", affinity=needs_db), app="app")
+    nodes = [host("old", zone="b"), host("a1", zone="a"), host("b1", zone="b")]
+    assert fit_with_rules([app], nodes, [db], leaving={"old"}).fits
+    result = fit_with_rules([app], nodes[:2], [], leaving={"old"})
+    assert result.reasons["default/app"] == "node(s) didn't match pod affinity rules"
+
+
+class Reads:
+    """The reads `neighbours` makes, by what it asked for: a node's name, `key=value`, or
+    "every pod"."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def node(self, name: str) -> Any:
+        self.seen.append(name)
+        return host(name)
+
+    def labelled(self, k: str, v: str) -> list[dict[str, Any]]:
+        self.seen.append(f"{k}={v}")
+        return []
+
+    def every_pod(self) -> list[dict[str, Any]]:
+        self.seen.append("every pod")
+        return []
+
+    def neighbours(self, batch: list[dict[str, Any]]) -> Any:
+        return neighbours(batch, {"new0"}, self.node, self.labelled, self.every_pod, [])
+
+
+def test_without_rules_nothing_more_is_read() -> None:
+    """No batch pod has a rule and no pod has required anti-affinity: the check stays as lazy
+    as before (no node, no pod read for the rules)."""
+    reads = Reads()
+    assert reads.neighbours([pod("p", "old")]) is None
+    assert reads.seen == []
+
+
+def test_only_the_pods_a_selector_can_match_are_read() -> None:
+    """A selector that requires a label reads the pods carrying it; one that requires none
+    (here: only that a key exists) reads every pod."""
+    term = {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "zone"}
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    reads = Reads()
+    reads.neighbours([pod("p", "old", affinity=anti)])
+    assert reads.seen == ["app=x"]
+    term["labelSelector"] = {"matchExpressions": [{"key": "app", "operator": "Exists"}]}
+    reads = Reads()
+    reads.neighbours([pod("p", "old", affinity=anti)])
+    assert reads.seen == ["every pod"]

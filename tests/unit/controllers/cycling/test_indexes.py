@@ -9,8 +9,11 @@ import pytest
 from nodeops.controllers.cycling.keys import ANNOTATION_MANAGED
 from nodeops.controllers.cycling.request.indexes import (
     ACTIVE,
+    REQUIRED,
     annotated_for,
+    anti_affinity,
     in_namespace,
+    label_pairs,
     owner_moves,
     owner_state,
     owner_uid,
@@ -91,3 +94,26 @@ def test_keys_become_requests_without_reading_the_objects() -> None:
     assert in_namespace(keys, "a") == ["a/one", "a/three"]
     assert in_namespace(keys, "") == []
     assert requests_of(in_namespace(keys, "a")) == [Request("one", "a"), Request("three", "a")]
+
+
+def test_pods_with_required_anti_affinity_are_indexed_and_no_others() -> None:
+    term = {"labelSelector": {"matchLabels": {"app": "a"}}, "topologyKey": "zone"}
+    required = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    preferred = {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 1, "podAffinityTerm": term}
+            ]
+        }
+    }
+    affinity = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    assert anti_affinity({"spec": {"affinity": required}}) == [REQUIRED]
+    assert anti_affinity({"spec": {"affinity": preferred}}) == []
+    assert anti_affinity({"spec": {"affinity": affinity}}) == []
+    assert anti_affinity({"spec": {}}) == []
+
+
+def test_pods_are_indexed_by_each_label() -> None:
+    pod = {"metadata": {"labels": {"app": "web", "tier": "front"}}}
+    assert sorted(label_pairs(pod)) == ["app=web", "tier=front"]
+    assert label_pairs({"metadata": {}}) == []
