@@ -27,6 +27,7 @@ from nodeops.rehearse.report import (
     Batch,
     Blocked,
     Dip,
+    Held,
     Pending,
     Report,
     RequestOutcome,
@@ -421,12 +422,25 @@ def outcome(
             f"{len(new_pending)} pods would be left Pending ({shown}{more}): "
             f"{new_pending[0].reason}"
         )
+    held = [
+        Held(
+            name,
+            nodegroup,
+            round(r.held_seconds, 1),
+            round(r.longest_hold, 1),
+            r.holds,
+            r.hold_message,
+        )
+        for name, nodegroup in names.items()
+        if (r := recorder.requests.get(name)) is not None and r.holds
+    ]
     api, cloud = calls(stats)
     return Report(
         predicted_seconds=round(max(ends), 1) if ends and len(ends) == len(names) else None,
         requests=outcomes,
         batches=batches,
         budgets=blocked,
+        capacity=held,
         workloads=dips,
         pending=pending,
         api_calls=api,

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
-__all__ = ["Batch", "Blocked", "Dip", "Pending", "Report", "RequestOutcome"]
+__all__ = ["Batch", "Blocked", "Dip", "Held", "Pending", "Report", "RequestOutcome"]
 
 
 @dataclass
@@ -30,6 +30,20 @@ class Blocked:
     blocked_seconds: float
     longest_seconds: float
     stalls: int
+
+
+@dataclass
+class Held:
+    """A request whose next batch the capacity check held: the batch's pods did not fit on
+    the nodes that stay (resources, selectors, taints, inter-pod rules)."""
+
+    request: str
+    nodegroup: str
+    held_seconds: float
+    longest_seconds: float
+    holds: int
+    reason: str
+    """What the check said last: the first pod that did not fit, and why."""
 
 
 @dataclass
@@ -61,6 +75,7 @@ class Report:
     requests: list[RequestOutcome]
     batches: list[Batch]
     budgets: list[Blocked]
+    capacity: list[Held]
     workloads: list[Dip]
     pending: list[Pending]
     api_calls: dict[str, int]
@@ -124,6 +139,24 @@ class Report:
                         str(b.stalls),
                     )
                     for b in self.budgets
+                ],
+            )
+        else:
+            w("  none\n")
+        w("\nBatches the capacity check held\n")
+        if self.capacity:
+            _table(
+                out,
+                ("NODEGROUP", "HELD", "LONGEST", "HOLDS", "REASON"),
+                [
+                    (
+                        h.nodegroup,
+                        _duration(h.held_seconds),
+                        _duration(h.longest_seconds),
+                        str(h.holds),
+                        h.reason,
+                    )
+                    for h in self.capacity
                 ],
             )
         else:

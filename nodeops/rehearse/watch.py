@@ -105,6 +105,36 @@ class Request:
     ended: float | None = None
     phase: str = ""
     message: str = ""
+    held_since: float | None = None
+    """While the capacity check holds its next batch (`Blocked`, `InsufficientCapacity`)."""
+    held_seconds: float = 0.0
+    longest_hold: float = 0.0
+    holds: int = 0
+    hold_message: str = ""
+    """What the capacity check said last: the first pod that did not fit, and why."""
+
+    def hold(self, now: float, message: str | None) -> None:
+        """The capacity check holds the request (`message`: what it says) or not (None)."""
+        if message is not None:
+            if self.held_since is None:
+                self.held_since = now
+                self.holds += 1
+            self.hold_message = message
+        elif self.held_since is not None:
+            self.held_seconds += now - self.held_since
+            self.longest_hold = max(self.longest_hold, now - self.held_since)
+            self.held_since = None
+
+
+def _capacity_hold(status: Mapping[str, Any]) -> str | None:
+    for cond in status.get("conditions") or ():
+        if (
+            cond.get("type") == "Blocked"
+            and cond.get("status") == "True"
+            and cond.get("reason") == "InsufficientCapacity"
+        ):
+            return str(cond.get("message") or "")
+    return None
 
 
 class RollRecorder:
@@ -186,8 +216,10 @@ class RollRecorder:
         await asyncio.sleep(self.clock.wall_seconds(PENDING_SETTLE_SECONDS))
 
     def finish(self) -> None:
-        """Close every budget's open stall at the current instant."""
+        """Close every budget's open stall and every capacity hold at the current instant."""
         now = self._now()
+        for request in self.requests.values():
+            request.hold(now, None)
         for budget in self._budgets.values():
             if budget.blocked_since is not None:
                 budget.blocked_seconds += now - budget.blocked_since
@@ -357,6 +389,8 @@ class RollRecorder:
             request = self.requests[name] = Request(name, self._now())
         request.phase = str(status.get("phase") or "")
         request.message = str(status.get("message") or "")
+        if self.recording:
+            request.hold(self._now(), _capacity_hold(status))
         if request.phase in _TERMINAL and request.ended is None:
             request.ended = self._now()
 

@@ -271,6 +271,11 @@ async def test_pods_spread_over_a_label_the_new_nodes_lack_hold_the_last_batch(
     assert (
         "node(s) didn't match pod topology spread constraints (missing required label)" in failure
     ), failure
+    # The hold itself: from the batch's capacity check to the scale-up limit.
+    (held,) = report["capacity"]
+    assert held["nodegroup"] == "workers" and held["holds"] == 1, held
+    assert 1000 <= held["held_seconds"] == held["longest_seconds"] <= 1200, held
+    assert "shop/racked-" in held["reason"] and "missing required label" in held["reason"]
 
 
 async def test_pods_spread_over_a_label_the_new_nodes_lack_are_predicted_pending(
