@@ -360,6 +360,10 @@ class InterPodCheck:
         spread = self.rules.spread
         keys = [c.topology_key for c in spread]
         tolerations = spec.get("tolerations") or []
+        # Most pods name no node selector or affinity: every node passes, so none is asked.
+        node_rules = bool(spec.get("nodeSelector")) or bool(
+            (spec.get("affinity") or {}).get("nodeAffinity")
+        )
         for c in spread:
             domains: dict[str, int] = {}
             eligible: dict[str, str] = {}
@@ -367,7 +371,11 @@ class InterPodCheck:
                 labels = view.labels
                 if any(k not in labels for k in keys):
                     continue
-                if c.honor_node_affinity and not node_matches_affinity(spec, view.node):
+                if (
+                    node_rules
+                    and c.honor_node_affinity
+                    and not node_matches_affinity(spec, view.node)
+                ):
                     continue
                 if c.honor_node_taints and untolerated_taint(view.taints, tolerations):
                     continue

@@ -11,7 +11,15 @@ capacity instead of guessing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    Callable,
+    Collection,
+    ItemsView,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,6 +133,7 @@ class _StayingNodes(Mapping[str, _StayingNode]):
         self._names = names
         self._read = read
         self._views: dict[str, _StayingNode | None] = {}
+        self._every: dict[str, _StayingNode] | None = None
 
     def _view(self, name: str) -> _StayingNode | None:
         if name not in self._views:
@@ -136,6 +145,12 @@ class _StayingNodes(Mapping[str, _StayingNode]):
             )
         return self._views[name]
 
+    def _all(self) -> dict[str, _StayingNode]:
+        """Every node, read once: each spread constraint of each pod walks them all."""
+        if self._every is None:
+            self._every = {n: v for n in self._names if (v := self._view(n)) is not None}
+        return self._every
+
     def __getitem__(self, name: str) -> _StayingNode:
         view = self._view(name)
         if view is None:
@@ -143,10 +158,13 @@ class _StayingNodes(Mapping[str, _StayingNode]):
         return view
 
     def __iter__(self) -> Iterator[str]:
-        return (name for name in self._names if self._view(name) is not None)
+        return iter(self._all())
 
     def __len__(self) -> int:
-        return sum(1 for _ in self)
+        return len(self._all())
+
+    def items(self) -> ItemsView[str, _StayingNode]:
+        return self._all().items()
 
 
 @dataclass

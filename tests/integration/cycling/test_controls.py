@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from nodeops.controllers.cycling.keys import CYCLE_TAINT, NODE_FINALIZER
-from nodeops.controllers.cycling.resources import NODEGROUPS
+from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS, NODEGROUPS
 from nodeops.demo.world import World
 from nodeops.kube.metrics import REGISTRY
 from nodeops.kube.resources import NODES, PODS
@@ -277,6 +277,54 @@ async def test_pods_one_a_node_wait_for_a_node_each() -> None:
         assert await children(w, "apart") == []
         await w.client.delete(PODS, "apart-1", "shop", grace_period=0)
         await wait_phase(w, "apart", "Successful")
+
+
+async def test_pods_one_a_node_roll_onto_the_new_nodes() -> None:
+    """The converse: one replica a node, two nodes a batch, two new nodes each time: each
+    batch's pair fits on its pair of new nodes, and the roll ends with every replica running,
+    each on its own node."""
+    one_a_node = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {"app": "solo"}},
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
+    }
+    solo = {
+        "kind": "Deployment",
+        "name": "solo",
+        "namespace": "shop",
+        "replicas": 4,
+        "affinity": one_a_node,
+        "terminationGracePeriodSeconds": 2,
+    }
+    async with world(scenario(4, workloads=lambda ws: [*ws, solo])) as w:
+        assert w.client is not None
+        held: list[str] = []
+
+        def capacity(_: str, obj: dict[str, Any], __: dict[str, Any] | None) -> None:
+            for cond in (obj.get("status") or {}).get("conditions") or ():
+                if cond.get("reason") == "InsufficientCapacity" and cond["status"] == "True":
+                    held.append(cond.get("message", ""))
+
+        on_write(w, CYCLENODEREQUESTS, capacity)
+        await w.create_request(request("solo", GROUP, cycleSettings={"concurrency": 2}))
+        done = await wait_phase(w, "solo", ("Successful", "Failed"), timeout=180)
+        assert done["status"]["phase"] == "Successful", done["status"]
+        assert held == []
+
+        async def placed() -> list[str] | None:
+            pods, _ = await w.client.list(PODS, "shop", label_selector="app=solo")  # type: ignore[union-attr]
+            live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+            names = [p["spec"].get("nodeName") or "" for p in live]
+            return names if len(names) == 4 and all(names) else None
+
+        hosts = await until(placed, timeout=30, what="the four replicas placed")
+        assert len(set(hosts)) == 4, hosts
+        assert w.record.violations == []
 
 
 async def test_a_budget_counts_the_nodes_of_every_request() -> None:

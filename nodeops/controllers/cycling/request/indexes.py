@@ -12,6 +12,7 @@ Index functions never raise: one that did would keep the object out of the cache
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -169,8 +170,9 @@ def anti_affinity(obj: Obj) -> list[str]:
 
 
 def label_pairs(obj: Obj) -> list[str]:
-    """`key=value` for each of the object's labels."""
-    return [f"{k}={v}" for k, v in o.labels(obj).items()]
+    """`key=value` for each of the object's labels, interned: the cache keeps each pod's
+    values, and the replicas of a workload share theirs."""
+    return [sys.intern(f"{k}={v}") for k, v in o.labels(obj).items()]
 
 
 def annotated_for(obj: Obj) -> list[str]:
