@@ -4,9 +4,11 @@ Draining a batch whose pods cannot be placed strands them Pending (and, with a b
 the drain). So before a batch is handed over for draining, its pods are packed, largest first,
 onto the nodes they could run on: Ready, schedulable, not being replaced, with room for their
 CPU, memory and pod count, whose taints they tolerate and whose labels match their node selector
-and required node affinity. This is a conservative approximation of the scheduler (no
-inter-pod affinity, spread constraints or volumes): when it says no, cycling waits for more
-capacity instead of guessing.
+and required node affinity; then, as kube-scheduler filters after the resource fit, held to
+their `DoNotSchedule` topology spread and required pod affinity and anti-affinity (and to the
+anti-affinity of the pods that stay), judged as the cluster will stand once the batch has
+drained. This is a conservative approximation of the scheduler (first fit, no volumes, no
+preemption): when it says no, cycling waits for more capacity instead of guessing.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The capacity check before a batch: requests, taints, selectors, affinity, exclusions."""
+"""The capacity check before a batch: requests, taints, selectors, affinity, inter-pod rules,
+exclusions."""
 
 from __future__ import annotations
 
