@@ -138,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args(argv)
+    if args.batch < 1 or args.nodes < 10 * args.batch or args.repeats < 1:
+        parser.error("--batch and --repeats must be at least 1, and --nodes at least 10 x --batch")
     # A batch that holds replicas of both workloads: nodes 0, 10, 20, ... carry a solo and a
     # spread replica each.
     batch = {f"node-{10 * i}" for i in range(args.batch)}
