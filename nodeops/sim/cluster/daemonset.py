@@ -408,6 +408,7 @@ class DaemonSetController(OwnerController):
             DAEMONSETS,
             ds,
             daemonset_status(ds, nodes, pods, revision, now, should_run_on),
+            self.written,
         )
         min_ready = float((ds.get("spec") or {}).get("minReadySeconds") or 0)
         return available_after(pods, min_ready, now)

@@ -15,7 +15,12 @@ from nodeops.sim.clock import Clock
 from nodeops.sim.cluster.apiclient import DEPLOYMENTS, REPLICASETS, AlreadyExists, ApiClient, Obj
 from nodeops.sim.cluster.indexes import BY_CONTROLLER, BY_UID, controller_ref, controller_uid, uid
 from nodeops.sim.cluster.informer import Informer, Key, key_of
-from nodeops.sim.cluster.podcontrol import int_or_percent, merge_status, write_status
+from nodeops.sim.cluster.podcontrol import (
+    WrittenStatuses,
+    int_or_percent,
+    merge_status,
+    write_status,
+)
 from nodeops.sim.cluster.runtime import Controller
 from nodeops.sim.cluster.scheduling import is_deleting
 from nodeops.sim.objects import owner_reference, template_hash
@@ -243,6 +248,7 @@ class DeploymentController(Controller[Key]):
         super().__init__(clock, workers=workers)
         self.client = client
         self.deployments = deployments
+        self.written = WrittenStatuses()
         self.replicasets = replicasets
         self.needs(deployments, replicasets)
         replicasets.add_index(BY_CONTROLLER, controller_uid)
@@ -283,7 +289,7 @@ class DeploymentController(Controller[Key]):
                 return None
             await self._cleanup(d, olds)
         status = deployment_status(d, new_rs, all_rs, self.clock.timestamp())
-        await write_status(self.client, DEPLOYMENTS, d, status)
+        await write_status(self.client, DEPLOYMENTS, d, status, self.written)
         return None
 
     async def _create_rs(self, d: Obj, all_rs: Sequence[Obj]) -> None:
@@ -333,7 +339,7 @@ class DeploymentController(Controller[Key]):
                 # A hash collision: bump collisionCount so the next hash differs (as kube does).
                 status = dict(d.get("status") or {})
                 status["collisionCount"] = collisions + 1
-                await write_status(self.client, DEPLOYMENTS, d, status)
+                await write_status(self.client, DEPLOYMENTS, d, status, self.written)
             raise
         if str(revision) != ((meta.get("annotations") or {}).get(REVISION)):
             await self._annotate_revision(d, revision)

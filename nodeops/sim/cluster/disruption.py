@@ -24,7 +24,7 @@ from nodeops.sim.cluster.pdb_status import (
     pdb_recheck_time,
     pdb_status_of,
 )
-from nodeops.sim.cluster.podcontrol import write_status
+from nodeops.sim.cluster.podcontrol import WrittenStatuses, write_status
 from nodeops.sim.cluster.runtime import Controller
 
 
@@ -56,6 +56,7 @@ class DisruptionController(Controller[Key]):
         # eviction API just approved as healthy again (a second eviction then passes).
         self.server_clock = server_clock or clock
         self.client = client
+        self.written = WrittenStatuses()
         self.pods = pods
         self.pdbs = pdbs
         self.replicasets = replicasets
@@ -166,7 +167,7 @@ class DisruptionController(Controller[Key]):
             status = compute_pdb_status(pdb, (), self.scale_of, now)
         else:
             status = pdb_status_of(pdb, members, self.scale_of, now)
-        await write_status(self.client, PDBS, pdb, status)
+        await write_status(self.client, PDBS, pdb, status, self.written)
         recheck = pdb_recheck_time(status)
         if recheck is None:
             return None

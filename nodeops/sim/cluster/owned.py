@@ -15,7 +15,7 @@ from nodeops.sim.clock import Clock
 from nodeops.sim.cluster.apiclient import ApiClient, Obj
 from nodeops.sim.cluster.indexes import BY_CONTROLLER, BY_UID, controller_ref, controller_uid, uid
 from nodeops.sim.cluster.informer import Informer, Key, key_of
-from nodeops.sim.cluster.podcontrol import Expectations, PodControl
+from nodeops.sim.cluster.podcontrol import Expectations, PodControl, WrittenStatuses
 from nodeops.sim.cluster.runtime import Controller
 
 
@@ -43,6 +43,7 @@ class OwnerController(Controller[Key]):
         self.owners = owners
         self.expectations = Expectations()
         self.control = PodControl(clock, client)
+        self.written = WrittenStatuses()
         self.needs(pods, owners)
         pods.add_index(BY_CONTROLLER, controller_uid)
         owners.add_index(BY_UID, uid)

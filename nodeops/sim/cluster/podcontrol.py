@@ -298,23 +298,74 @@ class PodControl:
 # Status writes
 
 
+class WrittenStatuses:
+    """The statuses a controller wrote, for as long as its cache does not show them yet.
+
+    A controller that reconciles an object again before the watch event of its own last status
+    write has reached its cache would otherwise write with the old resourceVersion and be
+    refused (409), or write a status the object already has. Read back from here, the newer
+    of the two is the base, as client-go's mutation cache gives its users: resourceVersions
+    compared as integers, which the simulator's are.
+    """
+
+    LIMIT = 50_000
+    """Entries kept at most: objects deleted before their cache caught up leave theirs."""
+
+    def __init__(self) -> None:
+        self._by_uid: dict[str, tuple[int, Obj]] = {}
+
+    def newest(self, obj: Mapping[str, Any]) -> Mapping[str, Any]:
+        """`obj`, or what this controller last wrote of it when that is newer."""
+        meta = obj.get("metadata") or {}
+        uid = meta.get("uid") or ""
+        entry = self._by_uid.get(uid)
+        if entry is None:
+            return obj
+        written_rv, written = entry
+        if written_rv <= _rv(meta):
+            del self._by_uid[uid]  # the cache has caught up
+            return obj
+        return written
+
+    def wrote(self, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        rv = _rv(meta)
+        if rv < 0 or not meta.get("uid"):
+            return
+        if len(self._by_uid) >= self.LIMIT:
+            self._by_uid.clear()
+        self._by_uid[meta["uid"]] = (rv, dict(obj))
+
+
+def _rv(meta: Mapping[str, Any]) -> int:
+    try:
+        return int(meta.get("resourceVersion") or -1)
+    except ValueError:
+        return -1
+
+
 async def write_status(
     client: ApiClient,
     resource: Resource,
     obj: Mapping[str, Any],
     status: Mapping[str, Any],
+    written: WrittenStatuses | None = None,
 ) -> bool:
-    """PUT the status subresource if it changed, guarded by the cached resourceVersion."""
-    if dict(obj.get("status") or {}) == dict(status):
+    """PUT the status subresource if it changed, guarded by the cached resourceVersion (or,
+    with `written`, that of this controller's own last write when the cache is behind it)."""
+    base = written.newest(obj) if written is not None else obj
+    if dict(base.get("status") or {}) == dict(status):
         return False
     body = {
         "apiVersion": resource.api_version,
         "kind": resource.kind,
-        "metadata": obj.get("metadata") or {},
+        "metadata": base.get("metadata") or {},
         "spec": obj.get("spec") or {},
         "status": dict(status),
     }
-    await client.update_status(resource, body)
+    stored = await client.update_status(resource, body)
+    if written is not None:
+        written.wrote(stored)
     return True
 
 

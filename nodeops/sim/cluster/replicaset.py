@@ -94,7 +94,7 @@ class ReplicaSetController(OwnerController):
         status = replicaset_status_of(rs, counts, now)
         min_ready = float((rs.get("spec") or {}).get("minReadySeconds") or 0)
         again = counts.available_after(min_ready, now)
-        await write_status(self.client, REPLICASETS, rs, status)
+        await write_status(self.client, REPLICASETS, rs, status, self.written)
         return again
 
     async def _manage(self, rs: Obj, rs_uid: str, diff: int) -> None:

@@ -199,7 +199,11 @@ class StatefulSetController(OwnerController):
                 await self._apply(sts, sts_uid, plan, pods)
         now = self.clock.now().timestamp()
         await write_status(
-            self.client, STATEFULSETS, sts, statefulset_status(sts, pods, revision, now)
+            self.client,
+            STATEFULSETS,
+            sts,
+            statefulset_status(sts, pods, revision, now),
+            self.written,
         )
         min_ready = float((sts.get("spec") or {}).get("minReadySeconds") or 0)
         return available_after(pods, min_ready, now)
