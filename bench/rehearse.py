@@ -18,6 +18,7 @@ the same recorder. One JSON document on stdout:
   did not have (target: none);
 - `rehearse_wall_seconds` (target <= 10 s at 200 nodes, <= 60 s at 1,000), `rehearse_max_rss_mib`,
   and `rehearse_clock`, how the rehearsal's clock ran (its loop skips idle waits);
+  `rehearse_progress`: what it said on stderr as it went, as a CI log shows it;
 - `real_clock`: how the real roll's ran. `scaled` (the default): the simulator's scaled wall
   clock, which it falls behind when its work outgrows the machine; `warp`: a loop that skips
   idle waits and counts no time for work, as the rehearsal's copy does, for sizes whose real
@@ -275,6 +276,7 @@ async def rehearse_process(
         after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 2
     )
     report["max_rss_mib"] = round(after.ru_maxrss / 1024, 1)
+    report["progress"] = err.decode(errors="replace").splitlines()
     return report
 
 
@@ -587,6 +589,7 @@ def _cost(predicted: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
         "rehearse_time_scale": predicted["inputs"]["time_scale"],
         "rehearse_clock": predicted["inputs"].get("clock"),
         "rehearse_exit_code": predicted["exit_code"],
+        "rehearse_progress": predicted["progress"],
         "live_time_scale": args.live_scale if args.kubeconfig is None else args.real_scale,
         "live_clock": args.live_clock if args.kubeconfig is None else "real control plane",
         # What the rehearsal read from the live cluster's history: a live cluster built at once

@@ -22,6 +22,7 @@ from nodeops.kube import errors
 from nodeops.kube.client import Client
 from nodeops.kube.resources import NODES
 from nodeops.providers.base import Instance, Lifecycle, NodeGroup, NodeGroups, Provider
+from nodeops.rehearse.progress import ProgressLine
 from nodeops.rehearse.rehearsal import Rehearsal, RehearsalOptions, RehearseError
 from nodeops.rehearse.snapshot import (
     SNAPSHOT_RESOURCES,
@@ -127,8 +128,10 @@ async def main_async(args: argparse.Namespace, out: Any = None) -> int:
     from nodeops.kube.oneshot import KubeconfigError, OneShotClient, describe, load_client
 
     out = out or sys.stdout
+    progress = ProgressLine(sys.stderr)
 
     def fail(line: str, code: int = 2) -> int:
+        progress.close(clear=True)
         print(f"error: {line}", file=sys.stderr)
         return code
 
@@ -172,6 +175,7 @@ async def main_async(args: argparse.Namespace, out: Any = None) -> int:
         cloud = provider if isinstance(provider, NodeGroups) else None
         if provider is not None and cloud is None:
             return fail(f"--provider {args.provider}: it does not describe node groups")
+        progress.meanwhile(f"reading the cluster for {', '.join(names)}")
         try:
             snapshot = await take_snapshot(
                 client, cloud, names, already={"nodegroups": nodegroups, "nodes": nodes}
@@ -180,7 +184,7 @@ async def main_async(args: argparse.Namespace, out: Any = None) -> int:
             return fail(describe(e, client.base_url), 1)
         if cloud is None:
             snapshot.cloud_groups = _groups_from_nodes(names, nodes, plan.requests)
-        rehearsal = Rehearsal(snapshot, options_from(args))
+        rehearsal = Rehearsal(snapshot, options_from(args), progress)
         nodegroup_of = {
             str(body["metadata"].get("generateName", "")): str(
                 (body["metadata"].get("labels") or {}).get("name", "")
@@ -193,6 +197,7 @@ async def main_async(args: argparse.Namespace, out: Any = None) -> int:
         except RehearseError as e:
             return fail(str(e))
     finally:
+        progress.close()
         if provider is not None:
             await provider.close()
         await client.close()

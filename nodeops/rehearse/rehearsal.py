@@ -23,6 +23,7 @@ from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS
 from nodeops.demo.world import OPERATOR_NAMESPACE, World, WorldOptions
 from nodeops.kube.clientconfig import CLIENT_QPS
 from nodeops.kube.resources import NODES, PODS, REPLICASETS
+from nodeops.rehearse.progress import ProgressLine, RollPace, duration
 from nodeops.rehearse.report import (
     Batch,
     Blocked,
@@ -35,7 +36,7 @@ from nodeops.rehearse.report import (
 from nodeops.rehearse.seed import Copied, StartTimes, copy_snapshot
 from nodeops.rehearse.snapshot import Snapshot
 from nodeops.rehearse.timings import Workloads, boot_seconds_from_history, pod_start_seconds
-from nodeops.rehearse.watch import RollRecorder
+from nodeops.rehearse.watch import PENDING_SETTLE_SECONDS, RollRecorder
 from nodeops.sim.scenario import Scenario
 from nodeops.sim.serve import SimCluster
 from nodeops.sim.warp import WarpLoop, run_apart
@@ -132,9 +133,15 @@ class Rehearsal:
     """One rehearsal; `run` returns its report. Also usable around a real roll on a simulator
     (the benchmark does), through `RollRecorder` and `outcome`."""
 
-    def __init__(self, snapshot: Snapshot, options: RehearsalOptions) -> None:
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        options: RehearsalOptions,
+        progress: ProgressLine | None = None,
+    ) -> None:
         self.snapshot = snapshot
         self.options = options
+        self.progress = progress
         self.world: World | None = None
         self.recorder: RollRecorder | None = None
         self.copied = Copied()
@@ -197,6 +204,9 @@ class Rehearsal:
             )
             recorder.loaded()
 
+        self._step(
+            f"loading the copy: {len(snapshot.of(NODES)):,} nodes, {len(snapshot.of(PODS)):,} pods"
+        )
         world = self.world = World(
             WorldOptions(
                 scenario=Scenario(),
@@ -215,7 +225,10 @@ class Rehearsal:
         try:
             await world.start()
             _patient_node_lifecycle(world)
+            self._step(f"copy loaded in {duration(time.monotonic() - wall_start)}; settling")
+            settling = time.monotonic()
             await self._warm_up()
+            self._step(f"copy settled in {duration(time.monotonic() - settling)}; rolling")
             stack.enter_context(_quiet_collector())
             names: dict[str, str] = {}
             for body in requests:
@@ -228,11 +241,17 @@ class Rehearsal:
                 )
             world.stats.reset()
             recorder.start(self.copied.desired)
+            self._follow(recorder)
             world.start_manager()
             await recorder.until(
                 lambda: recorder.all_ended(names), world.clock.wall_seconds(options.horizon_seconds)
             )
             recorder.finish()
+            recorder.on_roll_change = None
+            self._step(
+                f"roll ended after {duration(recorder.simulated_seconds())} simulated; "
+                f"{duration(PENDING_SETTLE_SECONDS)} more to see which pods stay Pending"
+            )
             stats = world.stats.snapshot()
             await recorder.settle()
         finally:
@@ -260,6 +279,24 @@ class Rehearsal:
             "memory_estimate_bytes": estimate_memory(snapshot),
         }
         return report
+
+    def _step(self, text: str) -> None:
+        if self.progress is not None:
+            self.progress.step(text)
+
+    def _follow(self, recorder: RollRecorder) -> None:
+        """The roll's progress line, drawn as replacements end."""
+        progress = self.progress
+        if progress is None:
+            return
+        pace = RollPace()
+
+        def changed() -> None:
+            ended, failed, selected = recorder.nodes_replaced()
+            line = pace.line(ended, selected, recorder.simulated_seconds(), failed)
+            progress.roll(line, ended, selected)
+
+        recorder.on_roll_change = changed
 
     async def _warm_up(self) -> None:
         """Until the copy's pods run as the snapshot's did."""

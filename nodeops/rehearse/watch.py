@@ -112,6 +112,8 @@ class Request:
     holds: int = 0
     hold_message: str = ""
     """What the capacity check said last: the first pod that did not fit, and why."""
+    selected: int = 0
+    """Nodes the request selected for replacement, once its status says."""
 
     def hold(self, now: float, message: str | None) -> None:
         """The capacity check holds the request (`message`: what it says) or not (None)."""
@@ -162,6 +164,8 @@ class RollRecorder:
         the roll: 0 when the copy agrees with the cluster it was taken from."""
         self._loaded = False
         self._changed = asyncio.Event()
+        self.on_roll_change: Callable[[], None] | None = None
+        """Called, while recording, when a node's replacement or a request changes."""
         if server is not None:
             server.store.write_hooks.append(self._on_write)
 
@@ -207,6 +211,19 @@ class RollRecorder:
 
     def pods_of(self, workload: str) -> int:
         return sum(1 for p in self._pods.values() if p.workload == workload and not p.deleting)
+
+    def nodes_replaced(self) -> tuple[int, int, int]:
+        """Replacements ended, of them failed, and nodes selected by the requests so far."""
+        ended = failed = 0
+        for child in self.children.values():
+            if child.ended is not None:
+                ended += 1
+                failed += child.phase == "Failed"
+        return ended, failed, sum(r.selected for r in self.requests.values())
+
+    def simulated_seconds(self) -> float:
+        """Since the roll began."""
+        return self._now() - self.started_at if self.recording else 0.0
 
     def all_ended(self, names: Iterable[str]) -> bool:
         return all((r := self.requests.get(n)) is not None and r.phase in _TERMINAL for n in names)
@@ -380,6 +397,8 @@ class RollRecorder:
         child.message = str(status.get("message") or "")
         if child.phase in _TERMINAL and child.ended is None:
             child.ended = self._now()
+        if self.recording and self.on_roll_change is not None:
+            self.on_roll_change()
 
     def _request(self, obj: Mapping[str, Any]) -> None:
         name = _key(obj)[1]
@@ -393,6 +412,11 @@ class RollRecorder:
             request.hold(self._now(), _capacity_hold(status))
         if request.phase in _TERMINAL and request.ended is None:
             request.ended = self._now()
+        selected = status.get("selectedByGroup") or {}
+        if selected:
+            request.selected = sum(int(n) for n in selected.values())
+        if self.recording and self.on_roll_change is not None:
+            self.on_roll_change()
 
     # -- at the end ----------------------------------------------------------------------------
 

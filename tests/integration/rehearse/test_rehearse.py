@@ -103,7 +103,9 @@ def assert_nothing_written(
     assert {kind for kind, _, _ in moved} <= LIVE_KINDS, moved
 
 
-async def test_rehearsal_reads_only_and_predicts_the_roll(tmp_path: Path) -> None:
+async def test_rehearsal_reads_only_and_predicts_the_roll(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     async with live() as w:
         before = await versions(w)
         cloud_before = {g: len(s.members) for g, s in w.cloud.state.groups.items()}
@@ -137,6 +139,15 @@ async def test_rehearsal_reads_only_and_predicts_the_roll(tmp_path: Path) -> Non
     assert report["pending"] == []
     web = next(d for d in report["workloads"] if d["workload"] == "Deployment/shop/web")
     assert 0 < web["lowest_ready_share"] <= 1
+    # Its progress went to stderr, a line a step and one per node replaced (4 nodes: each a
+    # tenth or more), never to stdout, which is the report's.
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("loading the copy: 4 nodes, ") and err[0].endswith(" pods"), err
+    assert err[1].startswith("copy loaded in ") and err[2].startswith("copy settled in "), err
+    rolled = [line for line in err if line.startswith("rolling the copy: ")]
+    assert rolled[-1].startswith("rolling the copy: 4 of 4 nodes replaced, "), rolled
+    assert [line.split(" of ")[0][-1] for line in rolled] == ["0", "1", "2", "3", "4"], rolled
+    assert err[-1].startswith("roll ended after ") and "stay Pending" in err[-1], err
 
 
 async def test_a_budget_that_allows_nothing_fails_at_the_drain_deadline(tmp_path: Path) -> None:
