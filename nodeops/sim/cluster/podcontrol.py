@@ -334,7 +334,9 @@ class WrittenStatuses:
             return
         if len(self._by_uid) >= self.LIMIT:
             self._by_uid.clear()
-        self._by_uid[meta["uid"]] = (rv, dict(obj))
+        # As the cache keeps it: managedFields, which nothing here reads, left out.
+        kept = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+        self._by_uid[meta["uid"]] = (rv, kept)
 
 
 def _rv(meta: Mapping[str, Any]) -> int:
