@@ -71,6 +71,9 @@ class ProgressLine:
         self._drawn_at = float("-inf")
         self._drawn_ended = -1
         self._open = False
+        self._keep = False
+        """Whether the open line stays on screen when the next is written (the roll's last
+        count does; a note of what is being read is drawn over)."""
         self._logged_tenth = -1
 
     def step(self, text: str) -> None:
@@ -81,6 +84,7 @@ class ProgressLine:
         terminal only, and cleared by `close(clear=True)`, so that bad input stays one line."""
         if self.terminal:
             self._write(text, final=False)
+            self._keep = False
 
     def roll(self, text: str, ended: int, selected: int) -> None:
         if self.terminal:
@@ -89,6 +93,7 @@ class ProgressLine:
             if now - self._drawn_at >= self.redraw or last:
                 self._drawn_at, self._drawn_ended = now, ended
                 self._write(text, final=False)
+                self._keep = True
             return
         tenth = ended * 10 // selected if selected else 0
         if tenth > self._logged_tenth:
@@ -104,6 +109,8 @@ class ProgressLine:
 
     def _write(self, text: str, *, final: bool) -> None:
         if self.terminal:
+            if final and self._open and self._keep:
+                self.stream.write("\n")
             # Back to the line's start and clear it: the line is redrawn, not appended.
             self.stream.write("\r\x1b[K" + text + ("\n" if final else ""))
             self._open = not final

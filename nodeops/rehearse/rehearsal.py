@@ -243,13 +243,14 @@ class Rehearsal:
             recorder.start(self.copied.desired)
             self._follow(recorder)
             world.start_manager()
-            await recorder.until(
+            ended = await recorder.until(
                 lambda: recorder.all_ended(names), world.clock.wall_seconds(options.horizon_seconds)
             )
             recorder.finish()
             recorder.on_roll_change = None
             self._step(
-                f"roll ended after {duration(recorder.simulated_seconds())} simulated; "
+                f"roll {'ended' if ended else 'given up at the horizon'} after "
+                f"{duration(recorder.simulated_seconds())} simulated; "
                 f"{duration(PENDING_SETTLE_SECONDS)} more to see which pods stay Pending"
             )
             stats = world.stats.snapshot()

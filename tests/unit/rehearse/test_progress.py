@@ -54,14 +54,23 @@ def test_a_terminal_gets_one_line_redrawn_at_most_every_redraw_seconds() -> None
     line.roll("rolling 3", 3, 10)
     line.roll("rolling 10", 10, 10)  # the last node is always drawn
     line.roll("rolling 10 again", 10, 10)  # once
+    line.step("roll ended")  # the last count stays on screen above it
     line.close()
     assert out.getvalue() == (
         "\r\x1b[Kcopy loaded in 3s; settling\n"
         "\r\x1b[Krolling 1"
         "\r\x1b[Krolling 3"
         "\r\x1b[Krolling 10"
-        "\n"
+        "\n\r\x1b[Kroll ended\n"
     )
+
+
+def test_what_is_being_read_is_drawn_over_by_the_next_step() -> None:
+    out = io.StringIO()
+    line = ProgressLine(out, terminal=True)
+    line.meanwhile("reading the cluster for workers")
+    line.step("loading the copy")
+    assert out.getvalue() == ("\r\x1b[Kreading the cluster for workers\r\x1b[Kloading the copy\n")
 
 
 def test_a_log_gets_a_line_a_step_and_one_a_tenth_of_the_nodes() -> None:
