@@ -16,17 +16,14 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
+from nodeops.rehearse.report import duration as _exact
+
 __all__ = ["ProgressLine", "RollPace", "duration"]
 
 
 def duration(seconds: float) -> str:
-    """`1h02m`, `4m05s` or `12s`: how a person reads a wait."""
-    s = max(0, round(seconds))
-    if s >= 3600:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    if s >= 60:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s}s"
+    """As the report writes a duration; a wait estimated below zero is none."""
+    return _exact(max(0.0, seconds))
 
 
 class RollPace:

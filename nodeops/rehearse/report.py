@@ -96,7 +96,7 @@ class Report:
 
     def write_table(self, out: TextIO) -> None:
         w = out.write
-        total = _duration(self.predicted_seconds)
+        total = duration(self.predicted_seconds)
         w(f"Predicted duration: {total}\n")
         for failure in self.failures:
             w(f"FAILURE: {failure}\n")
@@ -107,7 +107,7 @@ class Report:
             out,
             ("NODEGROUP", "REQUEST", "PHASE", "DURATION", "MESSAGE"),
             [
-                (r.nodegroup, r.name, r.phase or "-", _duration(r.seconds), r.message[:60])
+                (r.nodegroup, r.name, r.phase or "-", duration(r.seconds), r.message[:60])
                 for r in self.requests
             ],
         )
@@ -119,8 +119,8 @@ class Report:
                 (
                     str(b.index),
                     str(len(b.nodes)),
-                    _duration(b.start_seconds),
-                    _duration(b.end_seconds),
+                    duration(b.start_seconds),
+                    duration(b.end_seconds),
                     ",".join(b.failed) or "-",
                 )
                 for b in self.batches
@@ -134,8 +134,8 @@ class Report:
                 [
                     (
                         b.budget,
-                        _duration(b.blocked_seconds),
-                        _duration(b.longest_seconds),
+                        duration(b.blocked_seconds),
+                        duration(b.longest_seconds),
                         str(b.stalls),
                     )
                     for b in self.budgets
@@ -151,8 +151,8 @@ class Report:
                 [
                     (
                         h.nodegroup,
-                        _duration(h.held_seconds),
-                        _duration(h.longest_seconds),
+                        duration(h.held_seconds),
+                        duration(h.longest_seconds),
                         str(h.holds),
                         h.reason,
                     )
@@ -189,7 +189,8 @@ class Report:
         )
 
 
-def _duration(seconds: float | None) -> str:
+def duration(seconds: float | None) -> str:
+    """`1h02m05s`, `4m05s` or `12s`; `-` for what is not known."""
     if seconds is None:
         return "-"
     s = round(seconds)

@@ -157,6 +157,8 @@ class RollRecorder:
         self._ready: dict[str, int] = {}
         self.lowest_ready: dict[str, float] = {}
         self.children: dict[str, Child] = {}
+        self._children_ended = 0
+        self._children_failed = 0
         self.requests: dict[str, Request] = {}
         self.pending_before: set[Key] = set()
         self.settling = {"pods_created": 0, "pods_deleted": 0}
@@ -214,12 +216,8 @@ class RollRecorder:
 
     def nodes_replaced(self) -> tuple[int, int, int]:
         """Replacements ended, of them failed, and nodes selected by the requests so far."""
-        ended = failed = 0
-        for child in self.children.values():
-            if child.ended is not None:
-                ended += 1
-                failed += child.phase == "Failed"
-        return ended, failed, sum(r.selected for r in self.requests.values())
+        selected = sum(r.selected for r in self.requests.values())
+        return self._children_ended, self._children_failed, selected
 
     def simulated_seconds(self) -> float:
         """Since the roll began."""
@@ -397,6 +395,9 @@ class RollRecorder:
         child.message = str(status.get("message") or "")
         if child.phase in _TERMINAL and child.ended is None:
             child.ended = self._now()
+            # Counted as they end: the progress line asks at every replacement's change.
+            self._children_ended += 1
+            self._children_failed += child.phase == "Failed"
         if self.recording and self.on_roll_change is not None:
             self.on_roll_change()
 

@@ -21,7 +21,7 @@ def test_durations_read_as_a_person_reads_them() -> None:
         "12s",
         "1m01s",
         "4m05s",
-        "1h02m",
+        "1h02m00s",
         "0s",
     ]
 
