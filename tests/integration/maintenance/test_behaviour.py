@@ -123,12 +123,30 @@ async def test_stagger_reserves_only_after_the_chain_passed(tmp_path: Path) -> N
             lambda: _count_states(h, ["node-0", "node-1"], "in-maintenance", 1),
             what="one node in maintenance",
         )
-        for _ in range(3):  # the other stays blocked on the stagger slot
-            h.poke("node-0", "node-1")
         lease = await h.client.get(LEASES, "mnt-0", "default")
         holder = lease["spec"]["holderIdentity"]
         other = "node-1" if holder == "node-0" else "node-0"
         assert (await h.node(holder))["metadata"]["labels"][h.keys.state] == "in-maintenance"
+
+        async def blocked_on_the_slot() -> bool:
+            # The other may still be reconciled from before its own label arrived: poke it
+            # until its last evaluation is the one in maintenance-required.
+            h.poke(other)
+            info = h.reconciler.info.get(other)
+            transitions = info["profiles"][0]["applied"]["transitions"] if info else []
+            return len(transitions) > 1 and any(
+                "next slot frees in" in r for r in transitions[1]["reasons"]
+            )
+
+        await until(blocked_on_the_slot, what=f"{other} blocked on the stagger slot")
+        for _ in range(3):  # and it stays blocked there
+            h.poke("node-0", "node-1")
+        queue = h.controller.queue
+
+        async def worked_off() -> bool:
+            return len(queue) == 0 and queue.processing == 0
+
+        await until(worked_off, what="the pokes reconciled")
         info = h.reconciler.info.get(other)
         assert info is not None
         reasons = info["profiles"][0]["applied"]["transitions"][1]["reasons"]
