@@ -431,13 +431,17 @@ class World:
     def requests_failed(self) -> int:
         return sum(f.failed for f in self.flows)
 
-    async def stop(self) -> None:
-        await self.record.stop()
+    async def stop_manager(self) -> None:
+        """The operator stops where it is; the simulated cluster runs on."""
         if self.manager is not None:
             self.manager.stop()
         if self._task is not None:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(self._task, 30)
+
+    async def stop(self) -> None:
+        await self.record.stop()
+        await self.stop_manager()
         if self.providers is not None:
             await self.providers.close()
         if self.controllers is not None:

@@ -4,18 +4,23 @@ Checks as `nodeops cycle` does (the NodeGroups exist and make valid requests), a
 server whether the credentials may read everything a roll depends on, reads it once, estimates
 the memory a copy needs, and then rehearses the roll on a simulated copy. Bad input is one
 line and exit status 2 with nothing read beyond what the check needed and nothing written; a
-predicted failure is exit status 1.
+predicted failure is exit status 1. A rehearsal cut short (`--time-limit`, or Ctrl-C) still
+reports the roll so far: exit status 3 at the time limit with no failure so far, 130 when
+interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import signal
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from nodeops.api.duration import parse_duration
 from nodeops.controllers.cycling.command import plan_requests
 from nodeops.controllers.cycling.resources import NODEGROUPS
 from nodeops.kube import errors
@@ -24,6 +29,7 @@ from nodeops.kube.resources import NODES
 from nodeops.providers.base import Instance, Lifecycle, NodeGroup, NodeGroups, Provider
 from nodeops.rehearse.progress import ProgressLine
 from nodeops.rehearse.rehearsal import Rehearsal, RehearsalOptions, RehearseError
+from nodeops.rehearse.report import Report
 from nodeops.rehearse.snapshot import (
     SNAPSHOT_RESOURCES,
     AccessDenied,
@@ -31,7 +37,7 @@ from nodeops.rehearse.snapshot import (
     take_snapshot,
 )
 
-__all__ = ["main_async", "run"]
+__all__ = ["INTERRUPTED", "exit_status", "main_async", "run"]
 
 _GROUP_LABEL = "eks.amazonaws.com/nodegroup"
 
@@ -44,9 +50,9 @@ def options_from(args: argparse.Namespace) -> RehearsalOptions:
         options.boot_seconds = args.boot_seconds
     options.pod_start_seconds = args.pod_start_seconds
     if args.horizon is not None:
-        from nodeops.api.duration import parse_duration
-
         options.horizon_seconds = parse_duration(args.horizon)
+    if args.time_limit is not None:
+        options.time_limit_seconds = parse_duration(args.time_limit)
     options.memory_limit = args.memory_limit
     return options
 
@@ -57,13 +63,16 @@ def _input_problems(args: argparse.Namespace) -> list[str]:
         value = getattr(args, name)
         if (value is not None and value < 0) or (name == "time_scale" and value == 0):
             problems.append(f"--{name.replace('_', '-')}: must be positive")
-    if args.horizon is not None:
-        from nodeops.api.duration import parse_duration
-
+    for name in ("horizon", "time_limit"):
+        text = getattr(args, name)
+        if text is None:
+            continue
+        flag = f"--{name.replace('_', '-')}"
         try:
-            parse_duration(args.horizon)
+            if parse_duration(text) <= 0:
+                problems.append(f"{flag}: must be positive")
         except ValueError as e:
-            problems.append(f"--horizon: {e}")
+            problems.append(f"{flag}: {e}")
     if args.output or args.watch or args.dry:
         problems.append("--rehearse writes nothing: -o, --watch and --dry do not apply")
     if args.provider_config and not args.provider:
@@ -193,7 +202,8 @@ async def main_async(args: argparse.Namespace, out: Any = None) -> int:
         }
         try:
             rehearsal.check_memory()
-            report = await rehearsal.run(plan.requests, nodegroup_of)
+            with _interrupt_stops(rehearsal, progress):
+                report = await rehearsal.run(plan.requests, nodegroup_of)
         except RehearseError as e:
             return fail(str(e))
     finally:
@@ -205,7 +215,52 @@ async def main_async(args: argparse.Namespace, out: Any = None) -> int:
         print(json.dumps(report.as_dict(), indent=2), file=out)
     else:
         report.write_table(out)
-    return 1 if report.failed else 0
+    return exit_status(report)
+
+
+INTERRUPTED = "interrupted"
+
+
+def exit_status(report: Report) -> int:
+    """0: the roll would succeed; 1: it would fail (as far as it was rehearsed); 3: the
+    rehearsal reached its time limit first, with no failure so far, which is no verdict;
+    130: interrupted (the report of the roll so far is still written)."""
+    if report.stopped is not None and report.stopped.why == INTERRUPTED:
+        return 130
+    if report.failed:
+        return 1
+    return 3 if report.stopped is not None else 0
+
+
+@contextlib.contextmanager
+def _interrupt_stops(rehearsal: Rehearsal, progress: ProgressLine) -> Iterator[None]:
+    """The first Ctrl-C cuts the roll short and still gets its report (a large cluster's
+    rehearsal takes many minutes, and what its first batches met is worth having); a second
+    one quits at once."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    previous = signal.getsignal(signal.SIGINT)
+    pressed = 0
+
+    def interrupted() -> None:
+        nonlocal pressed
+        pressed += 1
+        if pressed == 1:
+            progress.step("stopping: the report will cover the roll so far (Ctrl-C again to quit)")
+            rehearsal.stop(INTERRUPTED)
+        elif task is not None:
+            task.cancel()
+
+    try:
+        loop.add_signal_handler(signal.SIGINT, interrupted)
+    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals
+        yield
+        return
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        signal.signal(signal.SIGINT, previous)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -214,5 +269,5 @@ def run(args: argparse.Namespace) -> int:
     configure("error", "console")
     try:
         return asyncio.run(main_async(args))
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):
         return 130

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import copy
 import gc
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -32,6 +33,7 @@ from nodeops.rehearse.report import (
     Pending,
     Report,
     RequestOutcome,
+    Stopped,
 )
 from nodeops.rehearse.seed import Copied, StartTimes, copy_snapshot
 from nodeops.rehearse.snapshot import Snapshot
@@ -95,6 +97,9 @@ class RehearsalOptions:
     """Bytes the copy may use; None: what the system says is available."""
     warmup_seconds: float = 300.0
     """Wall seconds the copy's pods get to run before the roll begins."""
+    time_limit_seconds: float | None = None
+    """Wall seconds the rehearsal may take; past them the roll is cut short and the report
+    covers it so far (`Report.stopped`). None: until the roll ends or the horizon."""
     seed: int = 0
 
 
@@ -145,6 +150,31 @@ class Rehearsal:
         self.world: World | None = None
         self.recorder: RollRecorder | None = None
         self.copied = Copied()
+        self.stopped: str | None = None
+        """Why the roll was cut short, as the copy's loop learnt it; None while it runs on."""
+        self._stop_lock = threading.Lock()
+        self._stop_wanted: str | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def stop(self, why: str) -> None:
+        """Cut the roll short: the copy's operator stops, and the report covers the roll so
+        far. Safe from any thread (a signal handler on the caller's loop, a timer); the first
+        reason given is kept."""
+        with self._stop_lock:
+            if self._stop_wanted is not None:
+                return
+            self._stop_wanted = why
+            loop = self._loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # the copy's loop closed: nothing to stop
+                loop.call_soon_threadsafe(self._stop_here)
+
+    def _stop_here(self) -> None:
+        """On the copy's loop: what `stop` asked for, seen by the waits of `_roll`."""
+        if self.stopped is None:
+            self.stopped = self._stop_wanted
+            if self.recorder is not None:
+                self.recorder.wake()
 
     def check_memory(self) -> None:
         need = estimate_memory(self.snapshot)
@@ -172,18 +202,34 @@ class Rehearsal:
         answers a skipping clock would time out.
         """
         self.check_memory()
-        if self.options.warp and not isinstance(asyncio.get_running_loop(), WarpLoop):
-            return await run_apart(
-                lambda: self._roll(requests, nodegroup_of),
-                work_takes_time=self.options.work_takes_time,
-            )
-        return await self._roll(requests, nodegroup_of)
+        limit = self.options.time_limit_seconds
+        timer: threading.Timer | None = None
+        if limit is not None:
+            # A thread's timer: the copy's loop skips its waits, so its clock is no wall clock.
+            shown = duration(limit) if limit >= 1 else f"{limit:g}s"
+            timer = threading.Timer(limit, self.stop, (f"time limit of {shown}",))
+            timer.daemon = True
+            timer.start()
+        try:
+            if self.options.warp and not isinstance(asyncio.get_running_loop(), WarpLoop):
+                return await run_apart(
+                    lambda: self._roll(requests, nodegroup_of),
+                    work_takes_time=self.options.work_takes_time,
+                )
+            return await self._roll(requests, nodegroup_of)
+        finally:
+            if timer is not None:
+                timer.cancel()
 
     async def _roll(
         self, requests: Sequence[Mapping[str, Any]], nodegroup_of: Mapping[str, str]
     ) -> Report:
         wall_start = time.monotonic()
         cpu_start = time.process_time()
+        with self._stop_lock:
+            self._loop = asyncio.get_running_loop()
+            if self._stop_wanted is not None:
+                self._stop_here()
         snapshot, options = self.snapshot, self.options
         workloads = Workloads(snapshot.of(REPLICASETS))
         observed = pod_start_seconds(
@@ -228,7 +274,11 @@ class Rehearsal:
             self._step(f"copy loaded in {duration(time.monotonic() - wall_start)}; settling")
             settling = time.monotonic()
             await self._warm_up()
-            self._step(f"copy settled in {duration(time.monotonic() - settling)}; rolling")
+            self._step(
+                f"copy settled in {duration(time.monotonic() - settling)}; rolling"
+                if self.stopped is None
+                else f"copy not rolled: stopped ({self.stopped})"
+            )
             stack.enter_context(_quiet_collector())
             names: dict[str, str] = {}
             for body in requests:
@@ -242,15 +292,30 @@ class Rehearsal:
             world.stats.reset()
             recorder.start(self.copied.desired)
             self._follow(recorder)
-            world.start_manager()
-            ended = await recorder.until(
-                lambda: recorder.all_ended(names), world.clock.wall_seconds(options.horizon_seconds)
-            )
+            if self.stopped is None:
+                world.start_manager()
+                await recorder.until(
+                    lambda: recorder.all_ended(names) or self.stopped is not None,
+                    world.clock.wall_seconds(options.horizon_seconds),
+                )
+            ended = recorder.all_ended(names)
+            stopped = None if ended else self.stopped
             recorder.finish()
             recorder.on_roll_change = None
+            if stopped is not None:
+                # The copy's operator stops where it is; what it started runs on as a cluster
+                # would (evicted pods placed, new nodes up) while Pending pods are judged.
+                await world.stop_manager()
+            replaced, _, selected = recorder.nodes_replaced()
+            simulated = recorder.simulated_seconds()
+            if ended:
+                how = "ended"
+            elif stopped is not None:
+                how = f"stopped ({stopped}) with {replaced} of {selected or '?'} nodes replaced"
+            else:
+                how = "given up at the horizon"
             self._step(
-                f"roll {'ended' if ended else 'given up at the horizon'} after "
-                f"{duration(recorder.simulated_seconds())} simulated; "
+                f"roll {how} after {duration(simulated)} simulated; "
                 f"{duration(PENDING_SETTLE_SECONDS)} more to see which pods stay Pending"
             )
             stats = world.stats.snapshot()
@@ -258,7 +323,9 @@ class Rehearsal:
         finally:
             await world.stop()
             stack.close()
-        report = outcome(recorder, names, requests, stats)
+        report = outcome(recorder, names, requests, stats, cut_short=stopped is not None)
+        if stopped is not None:
+            report.stopped = Stopped(stopped, replaced, selected, round(simulated, 1))
         report.notes = observed.notes()
         report.inputs = {
             "boot_seconds": boot,
@@ -312,9 +379,11 @@ class Rehearsal:
             )
         )
         recorder = self.recorder
-        if not await recorder.until(
-            lambda: recorder.ready_pods() >= want, self.options.warmup_seconds
-        ):
+        settled = await recorder.until(
+            lambda: recorder.ready_pods() >= want or self.stopped is not None,
+            self.options.warmup_seconds,
+        )
+        if not settled and self.stopped is None:
             raise RehearseError(
                 f"the simulated copy did not settle: {recorder.ready_pods()} of "
                 f"{want} pods Ready after {self.options.warmup_seconds:g}s"
@@ -398,8 +467,13 @@ def outcome(
     names: Mapping[str, str],
     requests: Sequence[Mapping[str, Any]],
     stats: Mapping[str, Any],
+    *,
+    cut_short: bool = False,
 ) -> Report:
-    """The report of a roll a recorder watched (a rehearsal's or a real one on a simulator)."""
+    """The report of a roll a recorder watched (a rehearsal's or a real one on a simulator).
+
+    `cut_short`: the roll was stopped before its end, so a request still running is not one
+    that would not finish; only what went wrong up to then is a failure."""
     start = recorder.started_at
     failures: list[str] = []
     outcomes: list[RequestOutcome] = []
@@ -420,7 +494,7 @@ def outcome(
         outcomes.append(RequestOutcome(name, nodegroup, phase, message, seconds))
         if phase == "Failed":
             failures.append(f"the request for NodeGroup {nodegroup} would fail: {message}")
-        elif phase != "Successful":
+        elif phase != "Successful" and not cut_short:
             failures.append(f"the request for NodeGroup {nodegroup} would not finish in time")
     children = sorted(recorder.children.values(), key=lambda c: c.created)
     batches: list[Batch] = []

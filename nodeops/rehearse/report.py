@@ -11,7 +11,16 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
-__all__ = ["Batch", "Blocked", "Dip", "Held", "Pending", "Report", "RequestOutcome"]
+__all__ = [
+    "Batch",
+    "Blocked",
+    "Dip",
+    "Held",
+    "Pending",
+    "Report",
+    "RequestOutcome",
+    "Stopped",
+]
 
 
 @dataclass
@@ -70,6 +79,19 @@ class RequestOutcome:
 
 
 @dataclass
+class Stopped:
+    """A rehearsal cut short (interrupted, or at its time limit): what the report covers.
+
+    Everything else in the report is the roll up to that instant. What the rest of the roll
+    would meet is not known, so a report without failures is no verdict."""
+
+    why: str
+    nodes_replaced: int
+    nodes_selected: int
+    simulated_seconds: float
+
+
+@dataclass
 class Report:
     predicted_seconds: float | None
     requests: list[RequestOutcome]
@@ -84,6 +106,7 @@ class Report:
     inputs: dict[str, Any]
     notes: list[str] = field(default_factory=list)
     """What the reader should know about the inputs the prediction stands on."""
+    stopped: Stopped | None = None
 
     @property
     def failed(self) -> bool:
@@ -91,12 +114,21 @@ class Report:
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        out["ok"] = not self.failed
+        out["ok"] = not self.failed and self.stopped is None
         return out
 
     def write_table(self, out: TextIO) -> None:
         w = out.write
+        if self.stopped is not None:
+            s = self.stopped
+            w(
+                f"Rehearsal stopped ({s.why}) after {duration(s.simulated_seconds)} of the roll, "
+                f"{s.nodes_replaced} of {s.nodes_selected or '?'} nodes replaced: "
+                f"what follows is the roll so far; the rest was not rehearsed\n"
+            )
         total = duration(self.predicted_seconds)
+        if self.predicted_seconds is None and self.stopped is not None:
+            total = f"more than {duration(self.stopped.simulated_seconds)}"
         w(f"Predicted duration: {total}\n")
         for failure in self.failures:
             w(f"FAILURE: {failure}\n")

@@ -187,6 +187,11 @@ class RollRecorder:
                 return done()
         return True
 
+    def wake(self) -> None:
+        """Wake `until` to look at its condition again, which something else than a write of
+        the store changed."""
+        self._changed.set()
+
     # -- the roll ------------------------------------------------------------------------------
 
     def loaded(self) -> None:

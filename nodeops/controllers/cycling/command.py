@@ -67,6 +67,7 @@ REHEARSAL_ONLY = (
     "pod_start_seconds",
     "time_scale",
     "horizon",
+    "time_limit",
     "provider",
     "provider_config",
     "memory_limit",
@@ -95,6 +96,10 @@ def _rehearse_arguments(parser: argparse.ArgumentParser) -> None:
         help="simulated seconds per second of the copy's clock (default 1)",
     )
     rehearse.add_argument("--horizon", help="give up on a roll not done by then (default 6h)")
+    rehearse.add_argument(
+        "--time-limit",
+        help="wall-clock time the rehearsal may take (e.g. 10m); then report the roll so far",
+    )
     rehearse.add_argument("--provider", help="cloud provider to describe the groups with")
     rehearse.add_argument("--provider-config", help="YAML file with a providers: block")
     rehearse.add_argument(

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
+import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -162,11 +164,78 @@ async def test_a_budget_that_allows_nothing_fails_at_the_drain_deadline(tmp_path
     assert any("shop/web" in f and "drain deadline" in f for f in report["failures"])
 
 
+class _CtrlCAfter(io.StringIO):
+    """stderr that presses Ctrl-C (SIGINT to this process) once `line` has been written."""
+
+    def __init__(self, line: str) -> None:
+        super().__init__()
+        self.line = line
+        self.pressed = False
+
+    def write(self, text: str) -> int:
+        n = super().write(text)
+        if not self.pressed and self.line in self.getvalue():
+            self.pressed = True
+            os.kill(os.getpid(), signal.SIGINT)
+        return n
+
+
+async def test_ctrl_c_stops_the_roll_and_still_reports_it_so_far(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stderr = _CtrlCAfter("rolling the copy: 1 of 4 nodes replaced")
+    monkeypatch.setattr("sys.stderr", stderr)
+    handler = signal.getsignal(signal.SIGINT)
+    async with live(concurrency=1) as w:
+        before = await versions(w)
+        w.stats.reset()
+        code, out = await rehearse(w, tmp_path, "workers", "--json")
+        assert_nothing_written(w, before, await versions(w))
+    lines = stderr.getvalue().splitlines()
+    report = json.loads(out)
+    assert stderr.pressed
+    assert code == 130
+    # One node a batch, each batch waiting on a boot: the stop lands long before the last.
+    stopped = report["stopped"]
+    assert stopped["why"] == "interrupted"
+    assert 1 <= stopped["nodes_replaced"] < stopped["nodes_selected"] == 4, stopped
+    assert stopped["simulated_seconds"] > 0
+    assert report["ok"] is False and report["predicted_seconds"] is None
+    # A request cut short is no request that would not finish.
+    assert report["failures"] == [], report["failures"]
+    assert [r["phase"] for r in report["requests"]] != ["Successful"]
+    assert 1 <= len(report["batches"]) < 4
+    assert report["api_calls"].get("create/pods/eviction", 0) >= 1
+    assert any(line.startswith("stopping: the report will cover") for line in lines), lines
+    assert any(
+        line.startswith("roll stopped (interrupted) with ") and " of 4 nodes replaced" in line
+        for line in lines
+    ), lines
+    # The handler went with the rehearsal: Ctrl-C does again what it did before.
+    assert signal.getsignal(signal.SIGINT) == handler
+
+
+async def test_a_time_limit_reached_reports_what_was_rehearsed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with live() as w:
+        code, out = await rehearse(w, tmp_path, "workers", "--time-limit", "1ms")
+    err = capsys.readouterr().err
+    assert code == 3
+    first = out.splitlines()[0]
+    assert first.startswith("Rehearsal stopped (time limit of 0.001s) after 0s of the roll"), out
+    assert "the rest was not rehearsed" in first
+    assert "Predicted duration: more than 0s" in out
+    assert "copy not rolled: stopped (time limit of 0.001s)" in err, err
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
         (("nosuchgroup",), "NodeGroup 'nosuchgroup' not found"),
         (("workers", "--memory-limit", "1000"), "needs about"),
+        (("workers", "--time-limit", "0"), "--time-limit: must be positive"),
+        (("workers", "--time-limit", "soon"), "--time-limit: invalid duration"),
     ],
 )
 async def test_bad_input_is_one_line_and_writes_nothing(

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import io
 
-from nodeops.rehearse.report import Blocked, Held, Report, RequestOutcome
+import pytest
+
+from nodeops.rehearse.command import INTERRUPTED, exit_status
+from nodeops.rehearse.report import Blocked, Held, Report, RequestOutcome, Stopped
 
 
 def report(**changes: object) -> Report:
@@ -48,3 +51,43 @@ def test_no_hold_says_none() -> None:
     text = table(report(budgets=[Blocked("shop/web", 30.0, 30.0, 1)]))
     assert "Batches the capacity check held\n  none\n" in text
     assert report().as_dict()["capacity"] == []
+
+
+def test_a_stopped_rehearsal_says_so_first_and_is_no_verdict() -> None:
+    cut = report(
+        predicted_seconds=None,
+        requests=[RequestOutcome("workers-x", "workers", "Draining", "", None)],
+        stopped=Stopped("time limit of 10m00s", 40, 200, 464.0),
+    )
+    lines = table(cut).splitlines()
+    assert lines[0] == (
+        "Rehearsal stopped (time limit of 10m00s) after 7m44s of the roll, 40 of 200 nodes "
+        "replaced: what follows is the roll so far; the rest was not rehearsed"
+    )
+    assert lines[1] == "Predicted duration: more than 7m44s"
+    document = cut.as_dict()
+    assert document["ok"] is False
+    assert document["stopped"] == {
+        "why": "time limit of 10m00s",
+        "nodes_replaced": 40,
+        "nodes_selected": 200,
+        "simulated_seconds": 464.0,
+    }
+    assert report().as_dict()["stopped"] is None
+    assert not table(report()).startswith("Rehearsal stopped")
+
+
+@pytest.mark.parametrize(
+    ("stopped", "failures", "status"),
+    [
+        (None, [], 0),
+        (None, ["the request for NodeGroup workers would fail: x"], 1),
+        ("time limit of 1m00s", [], 3),
+        ("time limit of 1m00s", ["2 pods would be left Pending (a, b): no fit"], 1),
+        (INTERRUPTED, [], 130),
+        (INTERRUPTED, ["2 pods would be left Pending (a, b): no fit"], 130),
+    ],
+)
+def test_exit_status(stopped: str | None, failures: list[str], status: int) -> None:
+    cut = Stopped(stopped, 1, 2, 60.0) if stopped is not None else None
+    assert exit_status(report(failures=failures, stopped=cut)) == status

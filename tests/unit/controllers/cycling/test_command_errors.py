@@ -32,7 +32,13 @@ def test_a_malformed_kubeconfig_is_one_line(
 
 @pytest.mark.parametrize(
     ("option", "value"),
-    [("--json", None), ("--boot-seconds", "90"), ("--provider", "aws"), ("--horizon", "2h")],
+    [
+        ("--json", None),
+        ("--boot-seconds", "90"),
+        ("--provider", "aws"),
+        ("--horizon", "2h"),
+        ("--time-limit", "10m"),
+    ],
 )
 def test_a_rehearsal_option_without_rehearse_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, value: str | None
