@@ -34,6 +34,7 @@ from nodeops.common.nodematch import (
 )
 from nodeops.common.quantity import cpu_millis, units
 from nodeops.controllers.cycling.pods import movable
+from nodeops.controllers.cycling.pods import moving as needs_room
 from nodeops.kube import objects as o
 
 __all__ = ["FitResult", "Neighbours", "check_fit", "neighbours", "node_is_ready"]
@@ -80,15 +81,18 @@ class FitResult:
     pods: int
     unplaced: list[str] = field(default_factory=list)
     reasons: dict[str, str] = field(default_factory=dict)
+    moving: int = 0
+    """Of `pods`, those other batches are moving now, placed before the batch's own."""
 
     @property
     def message(self) -> str:
         if self.fits:
             return f"{self.pods} pods fit on the ready nodes"
         first = self.unplaced[0]
+        also = f"with {self.moving} still on nodes other batches drain; " if self.moving else ""
         return (
             f"{len(self.unplaced)} of {self.pods} pods do not fit on the ready nodes "
-            f"(first: {first}: {self.reasons.get(first, 'no room')})"
+            f"({also}first: {first}: {self.reasons.get(first, 'no room')})"
         )
 
 
@@ -248,11 +252,17 @@ def check_fit(
     *,
     exclude: Collection[str],
     neighbours: Neighbours | None = None,
+    moving: Iterable[Obj] = (),
 ) -> FitResult:
     """Whether every movable pod of `batch_pods` fits on a Ready, schedulable node not in
     `exclude` (the batch itself, nodes being drained or replaced), given the pods already on
     each node (`pods_of(name)`), and, with `neighbours`, the pods' required inter-pod affinity,
     anti-affinity and `DoNotSchedule` topology spread.
+
+    `moving`: the pods still on the nodes other batches are draining now, evicted ones
+    included until they are gone (their replacements may not be placed yet). They need room
+    on the same nodes and their drains began first, so they are placed first: a batch that
+    fits only in room another batch's pods are about to take would leave pods Pending.
 
     First fit, with each node's room worked out only when the search reaches it: a batch's
     pods usually fit on the first few nodes, and reading every pod of a 1,000-node cluster per
@@ -277,8 +287,10 @@ def check_fit(
             rooms.append(_room(node, pods_of(o.name(node)) or ()))
         return rooms[i]
 
-    todo = sorted((p for p in batch_pods if movable(p)), key=lambda p: _requests(p), reverse=True)
-    result = FitResult(True, len(todo))
+    first = sorted((p for p in moving if needs_room(p)), key=_requests, reverse=True)
+    own = sorted((p for p in batch_pods if movable(p)), key=_requests, reverse=True)
+    todo = [*first, *own]
+    result = FitResult(True, len(todo), moving=len(first))
     for pod in todo:
         cpu, mem = _requests(pod)
         spec = pod.get("spec") or {}

@@ -12,7 +12,7 @@ from nodeops.api.duration import parse_duration
 from nodeops.controllers.cycling.keys import DO_NOT_DISRUPT
 from nodeops.kube import objects as o
 
-__all__ = ["Protected", "movable", "protected_pods"]
+__all__ = ["Protected", "movable", "moving", "protected_pods"]
 
 Obj = Mapping[str, Any]
 
@@ -34,6 +34,13 @@ def movable(pod: Obj) -> bool:
     """A pod a drain moves to another node: not a DaemonSet or static pod, not finished, not
     already on its way out."""
     return not (_terminal(pod) or _daemon(pod) or _mirror(pod) or o.deletion_timestamp(pod))
+
+
+def moving(pod: Obj) -> bool:
+    """A pod on a node being drained that needs room elsewhere: what `movable` takes, and one
+    already on its way out until it is gone, since its replacement may not be placed yet (and
+    counted twice for those seconds is the safe side)."""
+    return not (_terminal(pod) or _daemon(pod) or _mirror(pod))
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from nodeops.controllers.cycling.keys import CYCLE_TAINT, NODE_FINALIZER
 from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS, NODEGROUPS
 from nodeops.demo.world import World
 from nodeops.kube.metrics import REGISTRY
-from nodeops.kube.resources import NODES, PODS
+from nodeops.kube.resources import DEPLOYMENTS, NODES, PODS
 from tests.waiting import until
 
 from .harness import (
@@ -374,3 +374,85 @@ async def test_the_taint_of_nodes_still_to_be_replaced_is_configurable(effect: s
         assert status["phase"] == "Successful"
         assert seen == (set() if effect == "Off" else {"NoSchedule"})
         assert_clean(await nodes(w))
+
+
+RACK = "example.com/rack"
+
+
+def _racked(replicas: int) -> dict[str, Any]:
+    """Pods that run only on racked nodes (a label set by hand, which new nodes lack), one a
+    node."""
+    labels = {"app": "racked"}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "racked", "namespace": "default"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "nodeSelector": {RACK: "yes"},
+                    "affinity": {
+                        "podAntiAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": [
+                                {
+                                    "labelSelector": {"matchLabels": labels},
+                                    "topologyKey": "kubernetes.io/hostname",
+                                }
+                            ]
+                        }
+                    },
+                    "containers": [{"name": "c", "image": "busybox"}],
+                },
+            },
+        },
+    }
+
+
+async def test_two_requests_never_count_on_the_same_room() -> None:
+    """One racked node stays, with room for one racked pod; each request replaces one racked
+    node. Either batch fits alone, not both: the second to be checked waits for the first's
+    pods, and gives up at the scale-up limit rather than leave a pod Pending."""
+    async with world(scenario(4, groups=2), settings={"scale_up_limit": 120.0}) as w:
+        assert w.client is not None
+        by_group: dict[str, list[str]] = {}
+        for n in sorted(await nodes(w), key=lambda n: n["metadata"]["name"]):
+            group = n["metadata"]["labels"]["eks.amazonaws.com/nodegroup"]
+            by_group.setdefault(group, []).append(n["metadata"]["name"])
+        (a0, a1), (b0, _) = by_group["workers-a"], by_group["workers-b"]
+        for name in (a0, b0):
+            await w.client.patch(NODES, name, {"metadata": {"labels": {RACK: "yes"}}})
+        await w.client.create(DEPLOYMENTS, _racked(2), "default")
+
+        async def racked() -> list[dict[str, Any]]:
+            assert w.client is not None
+            items, _ = await w.client.list(PODS, "default", label_selector="app=racked")
+            return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+        async def placed() -> list[str] | None:
+            hosts = sorted(p["spec"].get("nodeName") or "" for p in await racked())
+            return hosts if hosts == sorted((a0, b0)) else None
+
+        await until(placed, timeout=30, what="the racked pods on a0 and b0")
+        # The one racked node that stays: room for one racked pod.
+        await w.client.patch(NODES, a1, {"metadata": {"labels": {RACK: "yes"}}})
+        for name, group, node in (("left", "workers-a", a0), ("right", "workers-b", b0)):
+            body = request(name, [group], cycleSettings={"concurrency": 1})
+            body["spec"]["nodeNames"] = [node]
+            await w.create_request(body)
+        ended = {}
+        for name in ("left", "right"):
+            done = await wait_phase(w, name, ("Successful", "Failed"), timeout=120)
+            ended[name] = done["status"]
+        assert sorted(s["phase"] for s in ended.values()) == ["Failed", "Successful"], ended
+        failed = next(s for s in ended.values() if s["phase"] == "Failed")
+        assert "waiting for capacity" in failed["message"], failed["message"]
+        # Both racked pods run: the one moved on the node that stays, the other where it was.
+
+        async def both_run() -> list[str] | None:
+            hosts = sorted(p["spec"].get("nodeName") or "" for p in await racked())
+            return hosts if len(hosts) == 2 and "" not in hosts and a1 in hosts else None
+
+        await until(both_run, timeout=20, what="both racked pods placed")

@@ -27,7 +27,12 @@ from nodeops.controllers.cycling.request.env import (
     status_of,
 )
 from nodeops.controllers.cycling.request.health import new_node_health
-from nodeops.controllers.cycling.request.indexes import BY_ANTI_AFFINITY, BY_LABEL, REQUIRED
+from nodeops.controllers.cycling.request.indexes import (
+    BY_ANTI_AFFINITY,
+    BY_LABEL,
+    REQUIRED,
+    phase_of,
+)
 from nodeops.kube import ReconcileContext, Request, Result
 from nodeops.kube import objects as o
 from nodeops.providers.base import Lifecycle
@@ -102,7 +107,12 @@ async def scaling_up(
     health = await new_node_health(env, view, spec, inventory)
     if health:
         raise Wait(health, after=env.settings.check_interval, reason="HealthCheckFailing")
-    if spec.cycle_settings.wait_for_capacity:
+    if not spec.cycle_settings.wait_for_capacity:
+        await env.commit_progress(view, children, {}, phase="CordoningNode", message="")
+        return None
+    # Checked and committed under the batch lock: two batches checked at once would each
+    # count on the room the other is about to take.
+    async with env.batch_lock:
         fit = _fit(env, view, spec, children, current)
         if not fit.fits:
             raise Wait(
@@ -110,7 +120,7 @@ async def scaling_up(
                 after=_recheck(env, elapsed),
                 reason="InsufficientCapacity",
             )
-    await env.commit_progress(view, children, {}, phase="CordoningNode", message="")
+        await env.commit_progress(view, children, {}, phase="CordoningNode", message="")
     return None
 
 
@@ -179,6 +189,10 @@ def _scale_up_state(
     return "; ".join(problems[:10])
 
 
+DRAINING_PHASES = frozenset({"CordoningNode", "WaitingTermination"})
+"""Phases of a request whose batch has passed its capacity check: its pods are on the move."""
+
+
 def _fit(
     env: RequestEnv,
     view: RequestView,
@@ -191,14 +205,20 @@ def _fit(
     leaving = set(batch) | draining
     for r in env.active_requests(view):
         leaving |= {entry.name for entry in status_of(r).current_nodes or ()}
+        draining |= {str((c.get("spec") or {}).get("nodeName")) for c in env.active_children(r)}
+        if phase_of(r) in DRAINING_PHASES:
+            draining |= {entry.name for entry in status_of(r).current_nodes or ()}
     exclude = set(leaving)
     if spec.cycle_settings.pending_node_taint == "NoSchedule":
         exclude |= set(env.queued(view))
     batch_pods = [p for name in batch for p in env.pods.by_index(BY_NODE, name)]
+    # What other batches drain now needs room on the same nodes; a batch still scaling up
+    # has not claimed any yet, and counts ours once it checks (the batch lock orders them).
+    moving = [p for name in sorted(draining - batch) for p in env.pods.by_index(BY_NODE, name)]
     # The inter-pod rules read every node that stays (the domains of a spread) and the pods
     # they select; without any, only the nodes the first fit reaches are read.
     around = neighbours(
-        batch_pods,
+        [*moving, *batch_pods],
         {name for name in env.nodes.keys() if name not in leaving},
         env.node,
         lambda key, value: env.pods.by_index(BY_LABEL, f"{key}={value}"),
@@ -212,4 +232,5 @@ def _fit(
         lambda name: env.pods.by_index(BY_NODE, name),
         exclude=exclude,
         neighbours=around,
+        moving=moving,
     )

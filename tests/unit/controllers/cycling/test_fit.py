@@ -55,6 +55,34 @@ def test_pods_fit_on_a_new_node() -> None:
     assert result.fits and result.pods == 3
 
 
+def test_the_pods_other_batches_drain_take_their_room_first() -> None:
+    """Room for two pods, and another batch is draining two: the batch's one pod does not fit,
+    though it would alone."""
+    others = [pod(f"o{i}", "other", cpu="1") for i in range(2)]
+    mine = [pod("m0", "old", cpu="1")]
+    nodes = [node("old"), node("other"), node("stay", cpu="2")]
+    pods_of = {"old": mine, "other": others}.get
+    leaving = {"old", "other"}
+    assert check_fit(mine, nodes, pods_of, exclude=leaving).fits
+    result = check_fit(mine, nodes, pods_of, exclude=leaving, moving=others)
+    assert not result.fits
+    assert (result.pods, result.moving, result.unplaced) == (3, 2, ["default/m0"])
+    assert result.message == (
+        "1 of 3 pods do not fit on the ready nodes (with 2 still on nodes other batches drain; "
+        "first: default/m0: not enough cpu, memory or pods)"
+    )
+    # Evicted, they still count until they are gone: their replacements may not be placed.
+    for p in others:
+        p["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert not check_fit(mine, nodes, pods_of, exclude=leaving, moving=others).fits
+    # A DaemonSet's pod goes with its node and needs no room.
+    for p in others:
+        p["metadata"]["ownerReferences"] = [
+            {"kind": "DaemonSet", "controller": True, "name": "d", "uid": "2"}
+        ]
+    assert check_fit(mine, nodes, pods_of, exclude=leaving, moving=others).fits
+
+
 def test_not_enough_cpu_is_reported() -> None:
     old = [pod(f"p{i}", "old", cpu="1") for i in range(3)]
     existing = [pod("busy", "new", cpu="1")]
