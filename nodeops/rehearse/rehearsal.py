@@ -336,6 +336,7 @@ class Rehearsal:
             "pod_start_crowded": observed.crowded,
             "pod_start_seconds_default": options.pod_start_seconds,
             "time_scale": options.time_scale,
+            "time_limit_seconds": options.time_limit_seconds,
             "clock": _clock_mode(),
             "nodes": self.copied.nodes,
             "pods": self.copied.pods,

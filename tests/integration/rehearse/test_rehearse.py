@@ -200,6 +200,7 @@ async def test_ctrl_c_stops_the_roll_and_still_reports_it_so_far(
     assert stopped["why"] == "interrupted"
     assert 1 <= stopped["nodes_replaced"] < stopped["nodes_selected"] == 4, stopped
     assert stopped["simulated_seconds"] > 0
+    assert report["inputs"]["time_limit_seconds"] is None
     assert report["ok"] is False and report["predicted_seconds"] is None
     # A request cut short is no request that would not finish.
     assert report["failures"] == [], report["failures"]
