@@ -71,18 +71,14 @@ async def scaling_up(
         current = kept
     limit = env.settings.scale_up_limit
     elapsed = env.time.since(view.typed.scale_up_started)
-    if elapsed > limit:
-        # Past the limit, give up on what is still waited for: replacements, their health
-        # checks, or room for the batch's pods (which no replacement brought).
-        still = _scale_up_state(env, spec, inventory, current)
-        if not still:
-            still = await new_node_health(env, view, spec, inventory)
-        if not still and spec.cycle_settings.wait_for_capacity:
-            fit = _fit(env, view, spec, children, current)
-            still = "" if fit.fits else f"waiting for capacity: {fit.message}"
-        if still:
-            raise Heal(f"scale-up did not finish within {limit:g}s: {still}", "ScaleUpTimeout")
-    if elapsed < env.settings.scale_up_wait:
+    # Past the limit, what is still waited for (replacements, their health checks, room for
+    # the batch's pods, which no replacement brought) is given up on instead of waited for.
+    past = elapsed > limit
+
+    def give_up(still: str) -> Heal:
+        return Heal(f"scale-up did not finish within {limit:g}s: {still}", "ScaleUpTimeout")
+
+    if not past and elapsed < env.settings.scale_up_wait:
         raise Wait(
             "waiting the minimum scale-up time",
             after=env.settings.scale_up_wait - elapsed,
@@ -94,6 +90,8 @@ async def scaling_up(
         # Before waiting longer, look at the cloud again unless it was looked at a moment ago.
         _, _, inventory = await env.inventory(request, spec, max_age=catch_up)
         waiting = _scale_up_state(env, spec, inventory, current)
+    if waiting and past:
+        raise give_up(waiting)
     # Replacements get their annotation as they come up, while the slowest still boots:
     # the batch does not wait for those writes at its end.
     await annotate_new_nodes(env, view, spec, inventory)
@@ -106,6 +104,8 @@ async def scaling_up(
         raise Wait(f"scaling up: {waiting}", after=after, reason="ScalingUp")
     health = await new_node_health(env, view, spec, inventory)
     if health:
+        if past:
+            raise give_up(health)
         raise Wait(health, after=env.settings.check_interval, reason="HealthCheckFailing")
     if not spec.cycle_settings.wait_for_capacity:
         await env.commit_progress(view, children, {}, phase="CordoningNode", message="")
@@ -115,6 +115,8 @@ async def scaling_up(
     async with env.batch_lock:
         fit = _fit(env, view, spec, children, current)
         if not fit.fits:
+            if past:
+                raise give_up(f"waiting for capacity: {fit.message}")
             raise Wait(
                 f"waiting for capacity: {fit.message}",
                 after=_recheck(env, elapsed),
