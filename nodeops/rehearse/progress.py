@@ -12,6 +12,7 @@ is the report's.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import TextIO
@@ -72,18 +73,26 @@ class ProgressLine:
         """Whether the open line stays on screen when the next is written (the roll's last
         count does; a note of what is being read is drawn over)."""
         self._logged_tenth = -1
+        self._lock = threading.RLock()
+        """The copy's thread draws the roll while the caller's may write a step (Ctrl-C)."""
 
     def step(self, text: str) -> None:
-        self._write(text, final=True)
+        with self._lock:
+            self._write(text, final=True)
 
     def meanwhile(self, text: str) -> None:
         """What is being done before the input is known to be good (reading the cluster): on a
         terminal only, and cleared by `close(clear=True)`, so that bad input stays one line."""
         if self.terminal:
-            self._write(text, final=False)
-            self._keep = False
+            with self._lock:
+                self._write(text, final=False)
+                self._keep = False
 
     def roll(self, text: str, ended: int, selected: int) -> None:
+        with self._lock:
+            self._roll(text, ended, selected)
+
+    def _roll(self, text: str, ended: int, selected: int) -> None:
         if self.terminal:
             now = self.clock()
             last = bool(selected) and ended >= selected and ended != self._drawn_ended
@@ -99,10 +108,11 @@ class ProgressLine:
 
     def close(self, *, clear: bool = False) -> None:
         """Ends the line being redrawn: kept (`clear` False) or wiped, for a message instead."""
-        if self._open:
-            self.stream.write("\r\x1b[K" if clear else "\n")
-            self.stream.flush()
-            self._open = False
+        with self._lock:
+            if self._open:
+                self.stream.write("\r\x1b[K" if clear else "\n")
+                self.stream.flush()
+                self._open = False
 
     def _write(self, text: str, *, final: bool) -> None:
         if self.terminal:
