@@ -206,10 +206,11 @@ def _fit(
     draining = {str((c.get("spec") or {}).get("nodeName")) for c in children.active}
     leaving = set(batch) | draining
     for r in env.active_requests(view):
-        leaving |= {entry.name for entry in status_of(r).current_nodes or ()}
+        theirs = {entry.name for entry in status_of(r).current_nodes or ()}
+        leaving |= theirs
         draining |= {str((c.get("spec") or {}).get("nodeName")) for c in env.active_children(r)}
         if phase_of(r) in DRAINING_PHASES:
-            draining |= {entry.name for entry in status_of(r).current_nodes or ()}
+            draining |= theirs
     exclude = set(leaving)
     if spec.cycle_settings.pending_node_taint == "NoSchedule":
         exclude |= set(env.queued(view))
