@@ -13,6 +13,7 @@ preemption): when it says no, cycling waits for more capacity instead of guessin
 
 from __future__ import annotations
 
+import json
 from collections.abc import (
     Callable,
     Collection,
@@ -83,13 +84,21 @@ class FitResult:
     reasons: dict[str, str] = field(default_factory=dict)
     moving: int = 0
     """Of `pods`, those other batches are moving now, placed before the batch's own."""
+    waiting: int = 0
+    """Pods the scheduler has still to place that were given room before all of `pods`; not
+    counted in `pods`."""
 
     @property
     def message(self) -> str:
         if self.fits:
             return f"{self.pods} pods fit on the ready nodes"
         first = self.unplaced[0]
-        also = f"with {self.moving} still on nodes other batches drain; " if self.moving else ""
+        counted = []
+        if self.moving:
+            counted.append(f"with {self.moving} still on nodes other batches drain")
+        if self.waiting:
+            counted.append(f"after {self.waiting} Pending pods the scheduler places first")
+        also = "".join(f"{c}; " for c in counted)
         return (
             f"{len(self.unplaced)} of {self.pods} pods do not fit on the ready nodes "
             f"({also}first: {first}: {self.reasons.get(first, 'no room')})"
@@ -253,6 +262,7 @@ def check_fit(
     exclude: Collection[str],
     neighbours: Neighbours | None = None,
     moving: Iterable[Obj] = (),
+    waiting: Iterable[Obj] = (),
 ) -> FitResult:
     """Whether every movable pod of `batch_pods` fits on a Ready, schedulable node not in
     `exclude` (the batch itself, nodes being drained or replaced), given the pods already on
@@ -263,6 +273,12 @@ def check_fit(
     included until they are gone (their replacements may not be placed yet). They need room
     on the same nodes and their drains began first, so they are placed first: a batch that
     fits only in room another batch's pods are about to take would leave pods Pending.
+
+    `waiting`: pods the scheduler has still to place (the replacements of pods evicted a
+    moment ago among them). They exist already, so they take their room before anything a
+    drain has yet to evict. One that fits nowhere is Pending whatever the batch does and holds
+    nothing; pods shaped alike are judged once, since a queue of thousands of Pending pods
+    (a cluster waiting for an autoscaler) must not make each check walk every node for each.
 
     First fit, with each node's room worked out only when the search reaches it: a batch's
     pods usually fit on the first few nodes, and reading every pod of a 1,000-node cluster per
@@ -287,11 +303,8 @@ def check_fit(
             rooms.append(_room(node, pods_of(o.name(node)) or ()))
         return rooms[i]
 
-    first = sorted((p for p in moving if needs_room(p)), key=_requests, reverse=True)
-    own = sorted((p for p in batch_pods if movable(p)), key=_requests, reverse=True)
-    todo = [*first, *own]
-    result = FitResult(True, len(todo), moving=len(first))
-    for pod in todo:
+    def place(pod: Obj) -> str | None:
+        """Room taken for `pod` on the first node that has it; else why none has."""
         cpu, mem = _requests(pod)
         spec = pod.get("spec") or {}
         tolerations = spec.get("tolerations") or ()
@@ -299,7 +312,6 @@ def check_fit(
         why = (
             "no ready schedulable nodes" if room_at(0) is None else "not enough cpu, memory or pods"
         )
-        placed = False
         i = 0
         while (room := room_at(i)) is not None:
             i += 1
@@ -319,12 +331,51 @@ def check_fit(
             room.cpu -= cpu
             room.mem -= mem
             room.pods -= 1
-            placed = True
             if neighbours is not None:
                 neighbours.place(pod, room.name)
-            break
-        if not placed:
+            return None
+        return why
+
+    queued = sorted((p for p in waiting if needs_room(p)), key=_requests, reverse=True)
+    first = sorted((p for p in moving if needs_room(p)), key=_requests, reverse=True)
+    own = sorted((p for p in batch_pods if movable(p)), key=_requests, reverse=True)
+    result = FitResult(True, len(first) + len(own), moving=len(first))
+    nowhere: set[Any] = set()
+    for pod in queued:
+        shape = _shape(pod)
+        if shape is not None and shape in nowhere:
+            continue
+        if place(pod) is None:
+            result.waiting += 1
+        elif shape is not None:
+            nowhere.add(shape)
+    for pod in (*first, *own):
+        why = place(pod)
+        if why is not None:
             result.fits = False
             result.unplaced.append(o.ref(pod))
             result.reasons[o.ref(pod)] = why
     return result
+
+
+def _key(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _shape(pod: Obj) -> Any:
+    """What decides where `pod` may go, as a key: two pods with one shape fit in the same
+    places, so once one fits nowhere the other does not either, as long as room only shrinks.
+    None for a pod with required pod affinity, which pods placed later can satisfy."""
+    spec = pod.get("spec") or {}
+    affinity = spec.get("affinity") or {}
+    if (affinity.get("podAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution"):
+        return None
+    return (
+        o.namespace(pod),
+        _requests(pod),
+        _key(o.labels(pod)),
+        _key(spec.get("nodeSelector")),
+        _key(affinity),
+        _key(spec.get("tolerations")),
+        _key(spec.get("topologySpreadConstraints")),
+    )

@@ -35,6 +35,7 @@ from nodeops.controllers.cycling.request.indexes import (
     BY_QUEUED_FOR,
     BY_SELECTED_FOR,
     BY_STATE,
+    BY_UNBOUND,
     BY_UNTAINTED_FOR,
     annotated_for,
     anti_affinity,
@@ -49,6 +50,7 @@ from nodeops.controllers.cycling.request.indexes import (
     selected_for,
     spec_node,
     states,
+    unbound,
     untainted_for,
 )
 from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS, CYCLENODESTATUSES, NODEGROUPS
@@ -171,7 +173,12 @@ def install(
     )
     pods = informers.informer(
         PODS,
-        indexers={BY_NODE: spec_node, BY_ANTI_AFFINITY: anti_affinity, BY_LABEL: label_pairs},
+        indexers={
+            BY_NODE: spec_node,
+            BY_ANTI_AFFINITY: anti_affinity,
+            BY_LABEL: label_pairs,
+            BY_UNBOUND: unbound,
+        },
     )
     pdbs = informers.informer(PDBS)
     nodegroups = informers.informer(NODEGROUPS)

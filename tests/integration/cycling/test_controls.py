@@ -456,3 +456,54 @@ async def test_two_requests_never_count_on_the_same_room() -> None:
             return hosts if len(hosts) == 2 and "" not in hosts and a1 in hosts else None
 
         await until(both_run, timeout=20, what="both racked pods placed")
+
+
+async def test_a_pod_still_to_be_placed_keeps_its_room() -> None:
+    """One racked node stays, with room for one racked pod, and a racked pod made earlier is
+    still waiting for its scheduler. The batch's racked pod would fit alone: the batch waits,
+    and gives up at the scale-up limit rather than take the room the waiting pod needs."""
+    async with world(scenario(4), settings={"scale_up_limit": 120.0}) as w:
+        assert w.client is not None
+        a0, a1 = sorted(n["metadata"]["name"] for n in await nodes(w))[:2]
+        await w.client.patch(NODES, a0, {"metadata": {"labels": {RACK: "yes"}}})
+        await w.client.create(DEPLOYMENTS, _racked(1), "default")
+
+        async def racked() -> list[dict[str, Any]]:
+            assert w.client is not None
+            items, _ = await w.client.list(PODS, "default", label_selector="app=racked")
+            return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+        async def on_a0() -> bool:
+            return [p["spec"].get("nodeName") for p in await racked()] == [a0]
+
+        await until(on_a0, timeout=30, what="the racked pod on a0")
+        await w.client.patch(NODES, a1, {"metadata": {"labels": {RACK: "yes"}}})
+        # Made before the roll, not yet placed: a scheduler of its own stands for one that
+        # has not come round to it.
+        late = _racked(1)["spec"]["template"]
+        late["metadata"]["name"] = "late"
+        late["spec"]["schedulerName"] = "later"
+        await w.client.create(PODS, {"apiVersion": "v1", "kind": "Pod", **late}, "default")
+        body = request("held", GROUP, cycleSettings={"concurrency": 1})
+        body["spec"]["nodeNames"] = [a0]
+        await w.create_request(body)
+        done = await wait_phase(w, "held", ("Successful", "Failed"), timeout=120)
+        status = done["status"]
+        assert status["phase"] == "Failed", status
+        assert "waiting for capacity" in status["message"], status["message"]
+        assert "after 1 Pending pods the scheduler places first" in status["message"]
+        # The room was real: placed by hand, the waiting pod runs on the node that stays.
+        binding = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": "late"},
+            "target": {"kind": "Node", "name": a1},
+        }
+        await w.client.request("POST", PODS.path("default", "late", "binding"), body=binding)
+
+        async def both_run() -> bool:
+            return sorted(p["spec"].get("nodeName") or "" for p in await racked()) == sorted(
+                (a0, a1)
+            )
+
+        await until(both_run, timeout=20, what="both racked pods placed")

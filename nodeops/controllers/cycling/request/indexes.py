@@ -36,9 +36,11 @@ __all__ = [
     "BY_QUEUED_FOR",
     "BY_SELECTED_FOR",
     "BY_STATE",
+    "BY_UNBOUND",
     "BY_UNTAINTED_FOR",
     "MOVES_BITS",
     "REQUIRED",
+    "UNBOUND",
     "annotated_for",
     "anti_affinity",
     "in_namespace",
@@ -54,6 +56,7 @@ __all__ = [
     "state",
     "states",
     "terminal_pod_moves",
+    "unbound",
     "untainted_for",
 ]
 
@@ -91,10 +94,18 @@ BY_LABEL = "cycling-label"
 """Pods by each of their labels (`key=value`): the pods an inter-pod rule's selector can match,
 read without decoding every pod of the cluster for each batch's capacity check."""
 
+BY_UNBOUND = "cycling-unbound"
+"""Pods the scheduler has still to place (under `UNBOUND`): the replacements of pods evicted
+a moment ago among them. They take room on the nodes that stay before a batch's pods do, and
+are found without reading every pod."""
+
 ACTIVE = "active"
 """The state of an object whose phase is not terminal (none yet included)."""
 
 REQUIRED = "required"
+
+UNBOUND = "unbound"
+"""The `BY_UNBOUND` value of a pod the scheduler has still to place."""
 """The `BY_ANTI_AFFINITY` value of a pod with required anti-affinity terms."""
 
 MOVES_BITS = 63
@@ -161,6 +172,20 @@ def spec_node(obj: Obj) -> list[str]:
     """The node a pod runs on, or a CycleNodeStatus replaces."""
     node = (obj.get("spec") or {}).get("nodeName")
     return [str(node)] if node else []
+
+
+def unbound(obj: Obj) -> list[str]:
+    """`UNBOUND` for a pod the scheduler will place: on no node yet, not finished, not on its
+    way out, and held back by no scheduling gate (a gated pod waits for someone else, maybe
+    for long, and reserving room for it could hold a roll for nothing)."""
+    spec = obj.get("spec") or {}
+    if spec.get("nodeName") or spec.get("schedulingGates"):
+        return []
+    if (obj.get("metadata") or {}).get("deletionTimestamp"):
+        return []
+    if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return []
+    return [UNBOUND]
 
 
 def anti_affinity(obj: Obj) -> list[str]:

@@ -30,7 +30,9 @@ from nodeops.controllers.cycling.request.health import new_node_health
 from nodeops.controllers.cycling.request.indexes import (
     BY_ANTI_AFFINITY,
     BY_LABEL,
+    BY_UNBOUND,
     REQUIRED,
+    UNBOUND,
     phase_of,
 )
 from nodeops.kube import ReconcileContext, Request, Result
@@ -218,10 +220,12 @@ def _fit(
     # What other batches drain now needs room on the same nodes; a batch still scaling up
     # has not claimed any yet, and counts ours once it checks (the batch lock orders them).
     moving = [p for name in sorted(draining - batch) for p in env.pods.by_index(BY_NODE, name)]
+    # And before either, the pods made already that the scheduler has still to place.
+    to_place = env.pods.by_index(BY_UNBOUND, UNBOUND)
     # The inter-pod rules read every node that stays (the domains of a spread) and the pods
     # they select; without any, only the nodes the first fit reaches are read.
     around = neighbours(
-        [*moving, *batch_pods],
+        [*to_place, *moving, *batch_pods],
         {name for name in env.nodes.keys() if name not in leaving},
         env.node,
         lambda key, value: env.pods.by_index(BY_LABEL, f"{key}={value}"),
@@ -236,4 +240,5 @@ def _fit(
         exclude=exclude,
         neighbours=around,
         moving=moving,
+        waiting=to_place,
     )

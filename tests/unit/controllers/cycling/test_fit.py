@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from nodeops.common.nodematch import node_matches_affinity
+from nodeops.controllers.cycling import fit
 from nodeops.controllers.cycling.fit import check_fit, neighbours
 
 
@@ -81,6 +85,50 @@ def test_the_pods_other_batches_drain_take_their_room_first() -> None:
             {"kind": "DaemonSet", "controller": True, "name": "d", "uid": "2"}
         ]
     assert check_fit(mine, nodes, pods_of, exclude=leaving, moving=others).fits
+
+
+def test_pods_still_to_be_placed_take_their_room_before_the_batch() -> None:
+    """Room for two pods, and one made a moment ago waits for the scheduler: the batch's two
+    do not both fit. Pending pods that fit nowhere hold nothing."""
+    mine = [pod(f"m{i}", "old", cpu="1") for i in range(2)]
+    nodes = [node("old"), node("stay", cpu="2")]
+    pods_of = {"old": mine}.get
+    waiting = [pod("w0", "", cpu="1")]
+    assert check_fit(mine, nodes, pods_of, exclude={"old"}).fits
+    result = check_fit(mine, nodes, pods_of, exclude={"old"}, waiting=waiting)
+    assert (result.fits, result.pods, result.waiting) == (False, 2, 1)
+    assert result.unplaced == ["default/m1"]
+    assert result.message == (
+        "1 of 2 pods do not fit on the ready nodes (after 1 Pending pods the scheduler "
+        "places first; first: default/m1: not enough cpu, memory or pods)"
+    )
+    # Pending for want of a node no roll brings: too large for any, or for another pool.
+    stuck = [pod(f"s{i}", "", cpu="8") for i in range(3)]
+    elsewhere = [pod("e0", "", nodeSelector={"pool": "gpu"})]
+    result = check_fit(mine, nodes, pods_of, exclude={"old"}, waiting=[*stuck, *elsewhere])
+    assert (result.fits, result.waiting) == (True, 0)
+    # A DaemonSet's pod is placed on its own node, by its own rule.
+    daemon = pod("d0", "", cpu="1")
+    daemon["metadata"]["ownerReferences"][0]["kind"] = "DaemonSet"
+    assert check_fit(mine, nodes, pods_of, exclude={"old"}, waiting=[daemon]).fits
+
+
+def test_pending_pods_alike_are_judged_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thousand Pending pods of one shape that fit nowhere: the nodes are walked for the
+    first only, and again for a pod of another shape."""
+    walked: list[str] = []
+
+    def counted(spec: Any, n: Any) -> bool:
+        walked.append(n["metadata"]["name"])
+        return node_matches_affinity(spec, n)
+
+    monkeypatch.setattr(fit, "node_matches_affinity", counted)
+    nodes = [node(f"n{i}", cpu="1") for i in range(50)]
+    queue = [pod(f"q{i}", "", cpu="4") for i in range(1000)]
+    other = pod("big", "", cpu="3")
+    result = check_fit([], nodes, no_pods, exclude=set(), waiting=[*queue, other])
+    assert (result.fits, result.waiting) == (True, 0)
+    assert len(walked) == 100
 
 
 def test_not_enough_cpu_is_reported() -> None:

@@ -10,6 +10,7 @@ from nodeops.controllers.cycling.keys import ANNOTATION_MANAGED
 from nodeops.controllers.cycling.request.indexes import (
     ACTIVE,
     REQUIRED,
+    UNBOUND,
     annotated_for,
     anti_affinity,
     in_namespace,
@@ -19,6 +20,7 @@ from nodeops.controllers.cycling.request.indexes import (
     owner_uid,
     requests_of,
     states,
+    unbound,
 )
 from nodeops.kube import Request
 
@@ -111,6 +113,16 @@ def test_pods_with_required_anti_affinity_are_indexed_and_no_others() -> None:
     assert anti_affinity({"spec": {"affinity": preferred}}) == []
     assert anti_affinity({"spec": {"affinity": affinity}}) == []
     assert anti_affinity({"spec": {}}) == []
+
+
+def test_only_pods_the_scheduler_will_place_are_unbound() -> None:
+    assert unbound({"spec": {}, "status": {"phase": "Pending"}}) == [UNBOUND]
+    assert unbound({}) == [UNBOUND]
+    assert unbound({"spec": {"nodeName": "n1"}}) == []
+    assert unbound({"spec": {"schedulingGates": [{"name": "wait"}]}}) == []
+    assert unbound({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}) == []
+    assert unbound({"status": {"phase": "Failed"}}) == []
+    assert unbound({"status": {"phase": "Succeeded"}}) == []
 
 
 def test_pods_are_indexed_by_each_label() -> None:
