@@ -84,7 +84,7 @@ from nodeops.demo.world import World, WorldOptions
 from nodeops.kube import objects as o
 from nodeops.kube.clientconfig import CLIENT_QPS
 from nodeops.kube.resources import NODES, PODS, REPLICASETS
-from nodeops.rehearse.rehearsal import OPERATOR_DEFAULTS, outcome
+from nodeops.rehearse.rehearsal import OPERATOR_DEFAULTS, outcome, quiet_collector
 from nodeops.rehearse.timings import Workloads, pod_start_seconds
 from nodeops.rehearse.watch import RollRecorder
 from nodeops.sim.attach.feed import WatchFeed
@@ -319,7 +319,10 @@ async def _real_roll(sc: Scenario, concurrency: int, scale: float, seed: int) ->
     try:
         assert world.client is not None
         group = await world.client.create(NODEGROUPS, nodegroup(concurrency))
-        report = await roll_and_record(world, sc, group, recorder)
+        # As the rehearsal's copy rolls: the collector's sweeps change nothing the roll does,
+        # and took an eighth of a 200-node real roll's CPU (570 s against 499 s).
+        with quiet_collector():
+            report = await roll_and_record(world, sc, group, recorder)
     finally:
         await world.stop()
     report["wall_seconds"] = round(time.monotonic() - started, 1)

@@ -49,6 +49,7 @@ __all__ = [
     "RehearsalOptions",
     "RehearseError",
     "estimate_memory",
+    "quiet_collector",
     "rehearse",
 ]
 
@@ -279,7 +280,7 @@ class Rehearsal:
                 if self.stopped is None
                 else f"copy not rolled: stopped ({self.stopped})"
             )
-            stack.enter_context(_quiet_collector())
+            stack.enter_context(quiet_collector())
             names: dict[str, str] = {}
             for body in requests:
                 mine = copy.deepcopy(dict(body))
@@ -410,7 +411,7 @@ def _starts_at_once(requests: Sequence[Mapping[str, Any]], snapshot: Snapshot) -
 
 
 @contextlib.contextmanager
-def _quiet_collector() -> Iterator[None]:
+def quiet_collector() -> Iterator[None]:
     """The cyclic garbage collector kept from the copy while it rolls.
 
     The copy is millions of long-lived containers (the caches of the simulator's loops and of
