@@ -276,9 +276,10 @@ def check_fit(
 
     `waiting`: pods the scheduler has still to place (the replacements of pods evicted a
     moment ago among them). They exist already, so they take their room before anything a
-    drain has yet to evict. One that fits nowhere is Pending whatever the batch does and holds
-    nothing; pods shaped alike are judged once, since a queue of thousands of Pending pods
-    (a cluster waiting for an autoscaler) must not make each check walk every node for each.
+    drain has yet to evict, except those of a lower priority than every pod that moves, which
+    the scheduler would preempt for them. One that fits nowhere is Pending whatever the batch
+    does and holds nothing; pods shaped alike are judged once, so that a burst of Pending pods
+    of one workload does not make the check walk every node for each.
 
     First fit, with each node's room worked out only when the search reaches it: a batch's
     pods usually fit on the first few nodes, and reading every pod of a 1,000-node cluster per
@@ -336,9 +337,14 @@ def check_fit(
             return None
         return why
 
-    queued = sorted((p for p in waiting if needs_room(p)), key=_requests, reverse=True)
     first = sorted((p for p in moving if needs_room(p)), key=_requests, reverse=True)
     own = sorted((p for p in batch_pods if movable(p)), key=_requests, reverse=True)
+    lowest = min((_priority(p) for p in (*first, *own)), default=0)
+    queued = sorted(
+        (p for p in waiting if needs_room(p) and _priority(p) >= lowest),
+        key=_requests,
+        reverse=True,
+    )
     result = FitResult(True, len(first) + len(own), moving=len(first))
     nowhere: set[Any] = set()
     for pod in queued:
@@ -358,6 +364,11 @@ def check_fit(
     return result
 
 
+def _priority(pod: Obj) -> int:
+    value = (pod.get("spec") or {}).get("priority")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def _key(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
@@ -365,10 +376,16 @@ def _key(value: Any) -> str:
 def _shape(pod: Obj) -> Any:
     """What decides where `pod` may go, as a key: two pods with one shape fit in the same
     places, so once one fits nowhere the other does not either, as long as room only shrinks.
-    None for a pod with required pod affinity, which pods placed later can satisfy."""
+    None for a pod whose place pods placed later can open: one with required pod affinity
+    (the pod it needs may come) or a `DoNotSchedule` spread (the smallest domain may grow)."""
     spec = pod.get("spec") or {}
     affinity = spec.get("affinity") or {}
     if (affinity.get("podAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution"):
+        return None
+    if any(
+        c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule"
+        for c in spec.get("topologySpreadConstraints") or ()
+    ):
         return None
     return (
         o.namespace(pod),

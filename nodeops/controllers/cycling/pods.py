@@ -12,7 +12,7 @@ from nodeops.api.duration import parse_duration
 from nodeops.controllers.cycling.keys import DO_NOT_DISRUPT
 from nodeops.kube import objects as o
 
-__all__ = ["Protected", "movable", "moving", "protected_pods"]
+__all__ = ["UNJUDGED_FOR", "Protected", "awaiting_scheduler", "movable", "moving", "protected_pods"]
 
 Obj = Mapping[str, Any]
 
@@ -41,6 +41,24 @@ def moving(pod: Obj) -> bool:
     already on its way out until it is gone, since its replacement may not be placed yet (and
     counted twice for those seconds is the safe side)."""
     return not (_terminal(pod) or _daemon(pod) or _mirror(pod))
+
+
+UNJUDGED_FOR = timedelta(minutes=5)
+"""How long a pod may wait for a scheduler's first verdict and still count as about to be
+placed. A scheduler judges a new pod within seconds; one nobody has judged for this long
+waits for a scheduler that is not there."""
+
+
+def awaiting_scheduler(pod: Obj, now: datetime) -> bool:
+    """An unbound pod about to take room: made less than `UNJUDGED_FOR` ago and not yet found
+    unschedulable. One the scheduler has already turned down waits for something, maybe
+    something the capacity check does not model (a volume, an extended resource), and may wait
+    for ever; counting its room would hold a roll for nothing."""
+    scheduled = o.condition(pod, "PodScheduled")
+    if scheduled is not None and scheduled.get("status") == "False":
+        return False
+    created = o.parse_time(o.meta(pod).get("creationTimestamp"))
+    return created is None or now - created < UNJUDGED_FOR
 
 
 @dataclass(frozen=True)

@@ -103,10 +103,10 @@ ACTIVE = "active"
 """The state of an object whose phase is not terminal (none yet included)."""
 
 REQUIRED = "required"
+"""The `BY_ANTI_AFFINITY` value of a pod with required anti-affinity terms."""
 
 UNBOUND = "unbound"
 """The `BY_UNBOUND` value of a pod the scheduler has still to place."""
-"""The `BY_ANTI_AFFINITY` value of a pod with required anti-affinity terms."""
 
 MOVES_BITS = 63
 """`podsToMove` is an int64 the API server keeps at 0 or more."""

@@ -14,6 +14,7 @@ from nodeops.api.cyclenoderequest import CycleNodeRequestSpec
 from nodeops.api.cycling import CycleNodeRequestNode
 from nodeops.controllers.cycling.fit import FitResult, check_fit, neighbours, node_is_ready
 from nodeops.controllers.cycling.inventory import Inventory, instance_id
+from nodeops.controllers.cycling.pods import awaiting_scheduler
 from nodeops.controllers.cycling.request.annotations import annotate_new_nodes
 from nodeops.controllers.cycling.request.batching import detach, taint_pending
 from nodeops.controllers.cycling.request.env import (
@@ -220,8 +221,9 @@ def _fit(
     # What other batches drain now needs room on the same nodes; a batch still scaling up
     # has not claimed any yet, and counts ours once it checks (the batch lock orders them).
     moving = [p for name in sorted(draining - batch) for p in env.pods.by_index(BY_NODE, name)]
-    # And before either, the pods made already that the scheduler has still to place.
-    to_place = env.pods.by_index(BY_UNBOUND, UNBOUND)
+    # And before either, the pods made a moment ago that the scheduler has still to place.
+    now = env.time.now()
+    to_place = [p for p in env.pods.by_index(BY_UNBOUND, UNBOUND) if awaiting_scheduler(p, now)]
     # The inter-pod rules read every node that stays (the domains of a spread) and the pods
     # they select; without any, only the nodes the first fit reaches are read.
     around = neighbours(

@@ -113,6 +113,19 @@ def test_pods_still_to_be_placed_take_their_room_before_the_batch() -> None:
     assert check_fit(mine, nodes, pods_of, exclude={"old"}, waiting=[daemon]).fits
 
 
+def test_pending_pods_of_a_lower_priority_give_way() -> None:
+    """The scheduler would preempt a Pending pod of a lower priority than every pod that
+    moves; one of the same priority keeps its room."""
+    mine = [pod(f"m{i}", "old", cpu="1", priority=1000) for i in range(2)]
+    nodes = [node("old"), node("stay", cpu="2")]
+    pods_of = {"old": mine}.get
+    low = [pod("w0", "", cpu="1", priority=-10)]
+    result = check_fit(mine, nodes, pods_of, exclude={"old"}, waiting=low)
+    assert (result.fits, result.waiting) == (True, 0)
+    same = [pod("w1", "", cpu="1", priority=1000)]
+    assert not check_fit(mine, nodes, pods_of, exclude={"old"}, waiting=same).fits
+
+
 def test_pending_pods_alike_are_judged_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """A thousand Pending pods of one shape that fit nowhere: the nodes are walked for the
     first only, and again for a pod of another shape."""
@@ -233,11 +246,13 @@ def fit_with_rules(
     staying: list[dict[str, Any]],
     *,
     leaving: set[str],
+    waiting: list[dict[str, Any]] | None = None,
 ) -> Any:
     """The check as the request runs it: the neighbours of the batch read from every pod."""
-    everything = batch + staying
+    waiting = waiting or []
+    everything = batch + staying + waiting
     around = neighbours(
-        batch,
+        waiting + batch,
         {n["metadata"]["name"] for n in nodes} - leaving,
         {n["metadata"]["name"]: n for n in nodes}.get,
         lambda k, v: [p for p in everything if p["metadata"].get("labels", {}).get(k) == v],
@@ -247,7 +262,7 @@ def fit_with_rules(
     on: dict[str, list[dict[str, Any]]] = {}
     for p in staying:
         on.setdefault(p["spec"]["nodeName"], []).append(p)
-    return check_fit(batch, nodes, on.get, exclude=leaving, neighbours=around)
+    return check_fit(batch, nodes, on.get, exclude=leaving, neighbours=around, waiting=waiting)
 
 
 def test_two_replicas_one_a_node_do_not_share_the_one_new_node() -> None:
@@ -309,6 +324,29 @@ def test_zone_spread_counts_the_pods_that_stay_and_those_placed() -> None:
     )
     nodes[2] = host("b1", zone="b")
     assert fit_with_rules([moves], nodes, [stays], leaving={"old"}).fits
+
+
+def test_a_spread_pending_pod_is_judged_again_once_another_is_placed() -> None:
+    """Zone a has one replica, zone b none, and zone b's node a taint (which, as in
+    kube-scheduler, leaves zone b a domain of the spread). Of three Pending replicas alike in
+    size, the first does not tolerate the taint and is refused zone a for the skew; the
+    second, tolerating it, goes to zone b; the third, shaped as the first, now fits in zone a.
+    A spread makes a pod's shape no key."""
+    spread = {"topologySpreadConstraints": spread_over("zone", "s")}
+    taint = {"key": "dedicated", "value": "b", "effect": "NoSchedule"}
+    nodes = [
+        host("a1", zone="a"),
+        node("b1", labels={"kubernetes.io/hostname": "b1", "zone": "b"}, taints=[taint]),
+    ]
+    stays = labelled(pod("s-0", "a1", **spread), app="s")
+    tolerates = {"tolerations": [{"key": "dedicated", "operator": "Exists"}]}
+    waiting = [
+        labelled(pod("p0", "", **spread), app="s"),
+        labelled(pod("q", "", **spread, **tolerates), app="s"),
+        labelled(pod("p1", "", **spread), app="s"),
+    ]
+    result = fit_with_rules([], nodes, [stays], leaving=set(), waiting=waiting)
+    assert result.waiting == 2
 
 
 def test_spread_over_a_label_only_the_leaving_nodes_carry_fits_nowhere() -> None:

@@ -1,11 +1,11 @@
-"""Which pods the Wait method waits for."""
+"""Which pods the Wait method waits for, and which unbound ones are about to take room."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from nodeops.controllers.cycling.pods import movable, protected_pods
+from nodeops.controllers.cycling.pods import awaiting_scheduler, movable, protected_pods
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -69,3 +69,26 @@ def test_movable() -> None:
     mirror = pod("m", {"kubernetes.io/config.mirror": "x"})
     assert not movable(mirror)
     assert not movable(pod("done", phase="Failed"))
+
+
+def _unbound(age: timedelta, scheduled: str | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "metadata": {"creationTimestamp": (NOW - age).strftime("%Y-%m-%dT%H:%M:%SZ")},
+        "spec": {},
+        "status": {"phase": "Pending"},
+    }
+    if scheduled is not None:
+        body["status"]["conditions"] = [
+            {"type": "PodScheduled", "status": scheduled, "reason": "Unschedulable"}
+        ]
+    return body
+
+
+def test_only_new_pods_no_scheduler_turned_down_are_about_to_take_room() -> None:
+    assert awaiting_scheduler(_unbound(timedelta(seconds=2)), NOW)
+    assert awaiting_scheduler({"spec": {}}, NOW)
+    # Turned down: waiting for something, maybe for something the check cannot see.
+    assert not awaiting_scheduler(_unbound(timedelta(seconds=2), scheduled="False"), NOW)
+    # Judged by nobody for five minutes: no scheduler is coming for it.
+    assert awaiting_scheduler(_unbound(timedelta(minutes=4, seconds=59)), NOW)
+    assert not awaiting_scheduler(_unbound(timedelta(minutes=5)), NOW)
