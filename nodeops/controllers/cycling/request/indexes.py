@@ -176,15 +176,25 @@ def spec_node(obj: Obj) -> list[str]:
 
 def unbound(obj: Obj) -> list[str]:
     """`UNBOUND` for a pod the scheduler will place: on no node yet, not finished, not on its
-    way out, and held back by no scheduling gate (a gated pod waits for someone else, maybe
-    for long, and reserving room for it could hold a roll for nothing)."""
+    way out, held back by no scheduling gate (a gated pod waits for someone else, maybe for
+    long, and reserving room for it could hold a roll for nothing), and not yet turned down
+    by the scheduler. A pod it turned down leaves the index, so a backlog of thousands of
+    unschedulable pods is not read at every batch."""
     spec = obj.get("spec") or {}
     if spec.get("nodeName") or spec.get("schedulingGates"):
         return []
     if (obj.get("metadata") or {}).get("deletionTimestamp"):
         return []
-    if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+    status = obj.get("status") or {}
+    if status.get("phase") in ("Succeeded", "Failed"):
         return []
+    for c in status.get("conditions") or ():
+        if (
+            isinstance(c, Mapping)
+            and c.get("type") == "PodScheduled"
+            and c.get("status") == "False"
+        ):
+            return []
     return [UNBOUND]
 
 

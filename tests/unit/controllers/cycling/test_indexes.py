@@ -123,6 +123,9 @@ def test_only_pods_the_scheduler_will_place_are_unbound() -> None:
     assert unbound({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}) == []
     assert unbound({"status": {"phase": "Failed"}}) == []
     assert unbound({"status": {"phase": "Succeeded"}}) == []
+    turned_down = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    assert unbound({"status": {"phase": "Pending", "conditions": [turned_down]}}) == []
+    assert unbound({"status": {"conditions": ["not a condition"]}}) == [UNBOUND]
 
 
 def test_pods_are_indexed_by_each_label() -> None:
