@@ -507,3 +507,56 @@ async def test_a_pod_still_to_be_placed_keeps_its_room() -> None:
             )
 
         await until(both_run, timeout=20, what="both racked pods placed")
+
+
+async def test_a_pod_the_scheduler_turned_down_holds_nothing() -> None:
+    """As above, but the waiting racked pod asks for a resource no node has, which the
+    capacity check does not model and the scheduler turns down: it may wait for ever, so it
+    holds no room, and the roll goes on."""
+    async with world(scenario(4), settings={"scale_up_limit": 120.0}) as w:
+        assert w.client is not None
+        a0, a1 = sorted(n["metadata"]["name"] for n in await nodes(w))[:2]
+        for name in (a0, a1):
+            await w.client.patch(NODES, name, {"metadata": {"labels": {RACK: "yes"}}})
+        await w.client.create(DEPLOYMENTS, _racked(1), "default")
+        gpu = _racked(1)["spec"]["template"]
+        gpu["metadata"]["name"] = "gpu"
+        want = {"example.com/gpu": "1"}
+        gpu["spec"]["containers"][0]["resources"] = {"requests": want, "limits": want}
+        await w.client.create(PODS, {"apiVersion": "v1", "kind": "Pod", **gpu}, "default")
+
+        async def turned_down() -> bool:
+            assert w.client is not None
+            pod = await w.client.get(PODS, "gpu", "default")
+            conditions = (pod.get("status") or {}).get("conditions") or []
+            return any(c["type"] == "PodScheduled" and c["status"] == "False" for c in conditions)
+
+        await until(turned_down, timeout=30, what="the gpu pod turned down")
+
+        async def racked_on() -> str:
+            assert w.client is not None
+            items, _ = await w.client.list(PODS, "default", label_selector="app=racked")
+            running = [
+                p["spec"].get("nodeName") or ""
+                for p in items
+                if p["metadata"]["name"] != "gpu" and not p["metadata"].get("deletionTimestamp")
+            ]
+            return running[0] if len(running) == 1 else ""
+
+        async def placed() -> str | None:
+            return await racked_on() or None
+
+        home = await until(placed, timeout=30, what="the racked pod placed")
+        assert home in (a0, a1)
+        other = a1 if home == a0 else a0
+        body = request("goes-on", GROUP, cycleSettings={"concurrency": 1})
+        body["spec"]["nodeNames"] = [home]
+        await w.create_request(body)
+        done = await wait_phase(w, "goes-on", ("Successful", "Failed"), timeout=120)
+        assert done["status"]["phase"] == "Successful", done["status"]
+
+        async def moved() -> bool:
+            return await racked_on() == other
+
+        await until(moved, timeout=20, what="the racked pod on the node that stays")
+        assert not (await w.client.get(PODS, "gpu", "default"))["spec"].get("nodeName")
