@@ -12,7 +12,15 @@ from nodeops.api.duration import parse_duration
 from nodeops.controllers.cycling.keys import DO_NOT_DISRUPT
 from nodeops.kube import objects as o
 
-__all__ = ["UNJUDGED_FOR", "Protected", "awaiting_scheduler", "movable", "moving", "protected_pods"]
+__all__ = [
+    "UNJUDGED_FOR",
+    "Protected",
+    "awaiting_scheduler",
+    "movable",
+    "moving",
+    "protected_pods",
+    "turned_down",
+]
 
 Obj = Mapping[str, Any]
 
@@ -49,13 +57,25 @@ placed. A scheduler judges a new pod within seconds; one nobody has judged for t
 waits for a scheduler that is not there."""
 
 
+def turned_down(pod: Obj) -> bool:
+    """Whether a scheduler found no place for the pod (PodScheduled=False). Never raises: an
+    index function calls it."""
+    for c in (pod.get("status") or {}).get("conditions") or ():
+        if (
+            isinstance(c, Mapping)
+            and c.get("type") == "PodScheduled"
+            and c.get("status") == "False"
+        ):
+            return True
+    return False
+
+
 def awaiting_scheduler(pod: Obj, now: datetime) -> bool:
     """An unbound pod about to take room: made less than `UNJUDGED_FOR` ago and not yet found
     unschedulable. One the scheduler has already turned down waits for something, maybe
     something the capacity check does not model (a volume, an extended resource), and may wait
     for ever; counting its room would hold a roll for nothing."""
-    scheduled = o.condition(pod, "PodScheduled")
-    if scheduled is not None and scheduled.get("status") == "False":
+    if turned_down(pod):
         return False
     created = o.parse_time(o.meta(pod).get("creationTimestamp"))
     return created is None or now - created < UNJUDGED_FOR

@@ -411,6 +411,22 @@ def _racked(replicas: int) -> dict[str, Any]:
     }
 
 
+async def _racked_pods(w: World) -> list[dict[str, Any]]:
+    """The racked pods not on their way out."""
+    assert w.client is not None
+    items, _ = await w.client.list(PODS, "default", label_selector="app=racked")
+    return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+
+async def _waiting_racked_pod(w: World, name: str, **spec: Any) -> None:
+    """A bare racked pod, made before the roll, that no scheduler has placed."""
+    assert w.client is not None
+    template = _racked(1)["spec"]["template"]
+    template["metadata"]["name"] = name
+    template["spec"].update(spec)
+    await w.client.create(PODS, {"apiVersion": "v1", "kind": "Pod", **template}, "default")
+
+
 async def test_two_requests_never_count_on_the_same_room() -> None:
     """One racked node stays, with room for one racked pod; each request replaces one racked
     node. Either batch fits alone, not both: the second to be checked waits for the first's
@@ -426,13 +442,8 @@ async def test_two_requests_never_count_on_the_same_room() -> None:
             await w.client.patch(NODES, name, {"metadata": {"labels": {RACK: "yes"}}})
         await w.client.create(DEPLOYMENTS, _racked(2), "default")
 
-        async def racked() -> list[dict[str, Any]]:
-            assert w.client is not None
-            items, _ = await w.client.list(PODS, "default", label_selector="app=racked")
-            return [p for p in items if not p["metadata"].get("deletionTimestamp")]
-
         async def placed() -> list[str] | None:
-            hosts = sorted(p["spec"].get("nodeName") or "" for p in await racked())
+            hosts = sorted(p["spec"].get("nodeName") or "" for p in await _racked_pods(w))
             return hosts if hosts == sorted((a0, b0)) else None
 
         await until(placed, timeout=30, what="the racked pods on a0 and b0")
@@ -452,7 +463,7 @@ async def test_two_requests_never_count_on_the_same_room() -> None:
         # Both racked pods run: the one moved on the node that stays, the other where it was.
 
         async def both_run() -> list[str] | None:
-            hosts = sorted(p["spec"].get("nodeName") or "" for p in await racked())
+            hosts = sorted(p["spec"].get("nodeName") or "" for p in await _racked_pods(w))
             return hosts if len(hosts) == 2 and "" not in hosts and a1 in hosts else None
 
         await until(both_run, timeout=20, what="both racked pods placed")
@@ -468,22 +479,14 @@ async def test_a_pod_still_to_be_placed_keeps_its_room() -> None:
         await w.client.patch(NODES, a0, {"metadata": {"labels": {RACK: "yes"}}})
         await w.client.create(DEPLOYMENTS, _racked(1), "default")
 
-        async def racked() -> list[dict[str, Any]]:
-            assert w.client is not None
-            items, _ = await w.client.list(PODS, "default", label_selector="app=racked")
-            return [p for p in items if not p["metadata"].get("deletionTimestamp")]
-
         async def on_a0() -> bool:
-            return [p["spec"].get("nodeName") for p in await racked()] == [a0]
+            return [p["spec"].get("nodeName") for p in await _racked_pods(w)] == [a0]
 
         await until(on_a0, timeout=30, what="the racked pod on a0")
         await w.client.patch(NODES, a1, {"metadata": {"labels": {RACK: "yes"}}})
         # Made before the roll, not yet placed: a scheduler of its own stands for one that
         # has not come round to it.
-        late = _racked(1)["spec"]["template"]
-        late["metadata"]["name"] = "late"
-        late["spec"]["schedulerName"] = "later"
-        await w.client.create(PODS, {"apiVersion": "v1", "kind": "Pod", **late}, "default")
+        await _waiting_racked_pod(w, "late", schedulerName="later")
         body = request("held", GROUP, cycleSettings={"concurrency": 1})
         body["spec"]["nodeNames"] = [a0]
         await w.create_request(body)
@@ -502,7 +505,7 @@ async def test_a_pod_still_to_be_placed_keeps_its_room() -> None:
         await w.client.request("POST", PODS.path("default", "late", "binding"), body=binding)
 
         async def both_run() -> bool:
-            return sorted(p["spec"].get("nodeName") or "" for p in await racked()) == sorted(
+            return sorted(p["spec"].get("nodeName") or "" for p in await _racked_pods(w)) == sorted(
                 (a0, a1)
             )
 
@@ -519,11 +522,10 @@ async def test_a_pod_the_scheduler_turned_down_holds_nothing() -> None:
         for name in (a0, a1):
             await w.client.patch(NODES, name, {"metadata": {"labels": {RACK: "yes"}}})
         await w.client.create(DEPLOYMENTS, _racked(1), "default")
-        gpu = _racked(1)["spec"]["template"]
-        gpu["metadata"]["name"] = "gpu"
         want = {"example.com/gpu": "1"}
-        gpu["spec"]["containers"][0]["resources"] = {"requests": want, "limits": want}
-        await w.client.create(PODS, {"apiVersion": "v1", "kind": "Pod", **gpu}, "default")
+        container = {"name": "c", "image": "busybox"}
+        gpu = {**container, "resources": {"requests": want, "limits": want}}
+        await _waiting_racked_pod(w, "gpu", containers=[gpu])
 
         async def turned_down() -> bool:
             assert w.client is not None
@@ -534,12 +536,10 @@ async def test_a_pod_the_scheduler_turned_down_holds_nothing() -> None:
         await until(turned_down, timeout=30, what="the gpu pod turned down")
 
         async def racked_on() -> str:
-            assert w.client is not None
-            items, _ = await w.client.list(PODS, "default", label_selector="app=racked")
             running = [
                 p["spec"].get("nodeName") or ""
-                for p in items
-                if p["metadata"]["name"] != "gpu" and not p["metadata"].get("deletionTimestamp")
+                for p in await _racked_pods(w)
+                if p["metadata"]["name"] != "gpu"
             ]
             return running[0] if len(running) == 1 else ""
 

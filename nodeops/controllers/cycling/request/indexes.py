@@ -23,6 +23,7 @@ from nodeops.controllers.cycling.keys import (
     SELECTED_LABEL,
     TERMINATE_LABEL,
 )
+from nodeops.controllers.cycling.pods import turned_down
 from nodeops.kube import Informer, Request
 from nodeops.kube import objects as o
 
@@ -185,16 +186,8 @@ def unbound(obj: Obj) -> list[str]:
         return []
     if (obj.get("metadata") or {}).get("deletionTimestamp"):
         return []
-    status = obj.get("status") or {}
-    if status.get("phase") in ("Succeeded", "Failed"):
+    if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed") or turned_down(obj):
         return []
-    for c in status.get("conditions") or ():
-        if (
-            isinstance(c, Mapping)
-            and c.get("type") == "PodScheduled"
-            and c.get("status") == "False"
-        ):
-            return []
     return [UNBOUND]
 
 
