@@ -57,7 +57,7 @@ from nodeops.providers.vsphere.inventory import (
     VirtualMachine,
     vm_uuid_of_provider_id,
 )
-from nodeops.providers.vsphere.vcenter import VCenter
+from nodeops.providers.vsphere.vcenter import GuestShutdown, VCenter
 
 __all__ = ["DrainStep", "EsxReconciler", "MatchBy", "vm_of"]
 
@@ -372,20 +372,22 @@ class EsxReconciler:
         ctx.ensure_may_act(f"shut down VM {vm.name} of node {o.name(node)}")
         self._asked.add(self._ask_key(node, progress))
         try:
-            asked = await self.vcenter.shutdown_guest(vm.ref)
+            outcome = await self.vcenter.shutdown_guest(vm.ref)
         except ProviderError as exc:
             self._warn(node, "ShutdownFailed", str(exc))
             raise
-        if asked:
-            POWER_ACTIONS.labels("shutdown_guest").inc()
-            self._event(
-                node, NORMAL, "ShuttingDown", f"guest OS of VM {vm.name} asked to shut down"
-            )
-        else:
+        if outcome is GuestShutdown.ALREADY_OFF:
+            # An earlier pass powered it off and the inventory has not seen it yet: nothing
+            # was asked, so nothing is counted or told.
+            self.poller.poll_soon()
+            return str(PowerState.OFF)
+        if outcome is GuestShutdown.REFUSED:
             # No VMware Tools to ask: straight to power off (the timeout would change nothing).
             self._asked.discard(self._ask_key(node, progress))
             self.poller.poll_soon()
             return await self._power(node, vm, PowerState.OFF, ctx)
+        POWER_ACTIONS.labels("shutdown_guest").inc()
+        self._event(node, NORMAL, "ShuttingDown", f"guest OS of VM {vm.name} asked to shut down")
         self.poller.poll_soon()
         return await self.vcenter.power_state(vm.ref)
 

@@ -15,6 +15,7 @@ import ssl
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -31,11 +32,21 @@ from nodeops.providers.vsphere.inventory import (
     inventory_from,
 )
 
-__all__ = ["Credentials", "VCenter", "VCenterError", "load_credentials"]
+__all__ = ["Credentials", "GuestShutdown", "VCenter", "VCenterError", "load_credentials"]
 
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
+
+
+class GuestShutdown(StrEnum):
+    """What asking a guest to shut down came to."""
+
+    ASKED = "asked"
+    REFUSED = "refused"
+    """No VMware Tools running, or the call is disabled on the VM: power it off instead."""
+    ALREADY_OFF = "off"
+    """Nothing was asked: the VM was off already (an earlier pass powered it off)."""
 
 
 class VCenterError(ProviderError):
@@ -106,9 +117,8 @@ class VCenter:
             "PowerState", lambda si: str(self._vm(si, vm_ref).runtime.powerState)
         )
 
-    async def shutdown_guest(self, vm_ref: str) -> bool:
-        """Ask the guest OS to shut down; False when it cannot (no VMware Tools running), so the
-        caller powers the VM off instead."""
+    async def shutdown_guest(self, vm_ref: str) -> GuestShutdown:
+        """Ask the guest OS to shut down, unless the VM is off already."""
         return await self._call("ShutdownGuest", lambda si: self._shutdown_guest(si, vm_ref))
 
     async def power_off(self, vm_ref: str) -> None:
@@ -267,17 +277,17 @@ class VCenter:
 
         return vim.VirtualMachine(ref, si._stub)
 
-    def _shutdown_guest(self, si: Any, ref: str) -> bool:
+    def _shutdown_guest(self, si: Any, ref: str) -> GuestShutdown:
         from pyVmomi import vim
 
         vm = self._vm(si, ref)
         if str(vm.runtime.powerState) != PowerState.ON:
-            return True  # off already: nothing to shut down
+            return GuestShutdown.ALREADY_OFF
         try:
             vm.ShutdownGuest()
         except (vim.fault.ToolsUnavailable, vim.fault.InvalidState, vim.fault.MethodDisabled):
-            return False  # no Tools in the guest, or the call is disabled on this VM
-        return True
+            return GuestShutdown.REFUSED
+        return GuestShutdown.ASKED
 
     def _power(self, si: Any, ref: str, wanted: PowerState) -> None:
         """Power the VM on or off unless it already is, and wait for the task's end."""
