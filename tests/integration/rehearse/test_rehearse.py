@@ -88,7 +88,15 @@ async def versions(w: World) -> dict[tuple[str, str, str], str]:
 
 # What the simulated cluster's own loops (kubelets, workload and disruption controllers) keep
 # writing while a test runs, whoever else reads or writes: their resourceVersions may move.
-LIVE_KINDS = {"pods", "nodes", "deployments", "replicasets", "statefulsets", "daemonsets"}
+LIVE_KINDS = {
+    "pods",
+    "nodes",
+    "deployments",
+    "replicasets",
+    "statefulsets",
+    "daemonsets",
+    "poddisruptionbudgets",
+}
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 
 
