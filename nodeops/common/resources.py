@@ -55,6 +55,7 @@ REPLICASETS = Resource("apps", "v1", "replicasets", "ReplicaSet", True)
 STATEFULSETS = Resource("apps", "v1", "statefulsets", "StatefulSet", True)
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
+PRIORITYCLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False)
 VOLUMEATTACHMENTS = Resource("storage.k8s.io", "v1", "volumeattachments", "VolumeAttachment", False)
 CRDS = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False

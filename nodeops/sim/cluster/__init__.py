@@ -153,6 +153,7 @@ class ClusterLoops:
                 pods,
                 nodes,
                 namespaces=informers.get(NAMESPACES),
+                pdbs=informers.get(PDBS),
             )
             runs.append(("scheduler", self.scheduler.run))
         if "nodelifecycle" in self.components:

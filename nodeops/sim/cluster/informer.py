@@ -62,6 +62,7 @@ _POD_SPEC_FIELDS = frozenset(
         "nodeName",
         "nodeSelector",
         "overhead",
+        "preemptionPolicy",
         "priority",
         "restartPolicy",
         "schedulerName",

@@ -235,6 +235,11 @@ class PodControl:
             now=self.clock.now(),
         )
         pod = strip_for_create(pod)  # built for this create alone: no copy needed
+        spec, asked = pod["spec"], template.get("spec") or {}
+        for key in ("priority", "preemptionPolicy"):
+            # The API server's Priority admission writes these from the template's class.
+            if key not in asked:
+                spec.pop(key, None)
         if name is None:
             del pod["metadata"]["name"]
             pod["metadata"]["generateName"] = f"{meta.get('name')}-"

@@ -3,7 +3,8 @@
 It keeps per-node usage incrementally from pod events rather than summing pods per decision, and
 with thousands of nodes it stops looking once it has found as many feasible nodes as
 kube-scheduler would (`percentageOfNodesToScore`), rotating the starting node so that load
-spreads. Pods that fit nowhere wait until a node or a pod changes in a way that could free room.
+spreads. Pods that fit nowhere may preempt pods of a lower priority (`preemption`); otherwise they
+wait until a node or a pod changes in a way that could free room.
 """
 
 from __future__ import annotations
@@ -21,6 +22,23 @@ from nodeops.common.interpod import InterPodCheck, PlacedPods, pod_rules
 from nodeops.sim.clock import Clock
 from nodeops.sim.cluster.apiclient import PODS, ApiClient, Conflict, NotFound, Obj
 from nodeops.sim.cluster.informer import Informer, Key, key_of
+from nodeops.sim.cluster.preemption import (
+    DISRUPTION_TARGET,
+    NOT_ELIGIBLE_POLICY,
+    NOT_ELIGIBLE_TERMINATING,
+    PREEMPTION_BY_SCHEDULER,
+    Budgets,
+    Candidate,
+    Victim,
+    may_preempt,
+    no_fit_message,
+    nominated_node,
+    nothing_to_preempt,
+    pick,
+    priority,
+    select_victims,
+    victim,
+)
 from nodeops.sim.cluster.runtime import supervise
 from nodeops.sim.cluster.scheduling import (
     DEFAULT_SCHEDULER,
@@ -38,7 +56,6 @@ from nodeops.sim.cluster.scheduling import (
     pod_requests,
     resource_filter,
     static_filter,
-    summarize_reasons,
     taint_toleration_scores,
 )
 
@@ -185,6 +202,7 @@ class Scheduler:
         nodes: Informer,
         *,
         namespaces: Informer | None = None,
+        pdbs: Informer | None = None,
         scheduler_name: str = DEFAULT_SCHEDULER,
         bind_concurrency: int = 32,
         flush_seconds: float = 60.0,
@@ -195,10 +213,20 @@ class Scheduler:
         self.nodes = nodes
         self.namespaces = namespaces
         """Namespaces' labels, for affinity terms' namespace selectors (none: no labels)."""
+        self.pdbs = pdbs
+        """The budgets preemption tries not to break (none: it breaks none by its count)."""
         self.scheduler_name = scheduler_name
         self.flush_seconds = flush_seconds
         self._usage: dict[str, NodeUsage] = {}
-        self._accounted: dict[Key, tuple[str, dict[str, int]]] = {}
+        self._accounted: dict[Key, tuple[str, dict[str, int], int]] = {}
+        """Pods placed: their node, requests and priority."""
+        self._pods_on: dict[str, set[Key]] = {}
+        self._priorities: dict[int, int] = {}
+        """How many placed pods have each priority: preemption looks for victims only when
+        some have a lower one than the pod, which in most clusters none ever has."""
+        self._nominated: dict[Key, tuple[str, int, dict[str, int]]] = {}
+        """Pods that preempted, waiting for their victims to go: the node made room on, their
+        priority and requests. Pods of no higher priority must leave them that room."""
         self._placed = PlacedPods()
         """The pods accounted to nodes, for the inter-pod rules."""
         self._active: OrderedDict[Key, None] = OrderedDict()
@@ -233,8 +261,9 @@ class Scheduler:
         if new is None:
             assert old is not None
             key = key_of(old)
+            held = key in self._nominated
             self._forget_pending(key)
-            if self._unaccount(key):
+            if self._unaccount(key) or held:
                 self._flush_unschedulable()
             return
         key = key_of(new)
@@ -283,6 +312,7 @@ class Scheduler:
             self._wake.set()
 
     def _forget_pending(self, key: Key) -> None:
+        self._nominated.pop(key, None)
         self._active.pop(key, None)
         self._unschedulable.discard(key)
         self._waiting_for_pods.discard(key)
@@ -306,8 +336,12 @@ class Scheduler:
                 return
             self._unaccount(key)
         req = pod_requests(pod)
-        self._accounted[key] = (node, req)
+        prio = priority(pod)
+        self._accounted[key] = (node, req, prio)
+        self._pods_on.setdefault(node, set()).add(key)
+        self._priorities[prio] = self._priorities.get(prio, 0) + 1
         self._usage.setdefault(node, NodeUsage()).add(req)
+        self._nominated.pop(key, None)
         self._place(key, node, pod)
 
     def _place(self, key: Key, node: str, pod: Obj) -> None:
@@ -321,6 +355,16 @@ class Scheduler:
         if prev is None:
             return False
         self._placed.remove(key)
+        on_node = self._pods_on.get(prev[0])
+        if on_node is not None:
+            on_node.discard(key)
+            if not on_node:
+                del self._pods_on[prev[0]]
+        left = self._priorities.get(prev[2], 0) - 1
+        if left > 0:
+            self._priorities[prev[2]] = left
+        else:
+            self._priorities.pop(prev[2], None)
         usage = self._usage.get(prev[0])
         if usage is not None:
             usage.remove(prev[1])
@@ -395,6 +439,7 @@ class Scheduler:
         positions = fit.positions
         empty = NodeUsage()
         usages = self._usage
+        held = self._held_for(pod)
         tolerations = (pod.get("spec") or {}).get("tolerations") or []
         interpod = self._interpod_check(pod)
         candidates: list[tuple[str, float, int, int]] = []
@@ -406,7 +451,7 @@ class Scheduler:
         count = len(positions)
         for j in range(count):
             info = infos[positions[(first + j) % count]]
-            usage = usages.get(info.name) or empty
+            usage = (held.get(info.name) if held else None) or usages.get(info.name) or empty
             reason = resource_filter(requests, info.alloc, usage)
             if reason is None and interpod is not None:
                 reason = interpod.reason(info.labels)
@@ -459,14 +504,137 @@ class Scheduler:
         ns = self.namespaces.store.get(("", name))
         return ((ns or {}).get("metadata") or {}).get("labels") or {}
 
+    # -- preemption -----------------------------------------------------------------------------
+
+    def _held_for(self, pod: Obj) -> dict[str, NodeUsage]:
+        """The usage of nodes where pods that preempted, of at least `pod`'s priority, wait for
+        their room: kube-scheduler counts them there for every pod that would take it."""
+        if not self._nominated:
+            return {}
+        key, prio = key_of(pod), priority(pod)
+        held: dict[str, NodeUsage] = {}
+        for other, (node, other_prio, requests) in self._nominated.items():
+            if other == key or other_prio < prio:
+                continue
+            usage = held.get(node)
+            if usage is None:
+                now = self._usage.get(node) or NodeUsage()
+                usage = held[node] = NodeUsage(
+                    dict(now.requested), now.pods, now.nonzero_cpu, now.nonzero_memory
+                )
+            usage.add(requests)
+        return held
+
+    def _fits_on(self, node: str, pod: Obj, requests: dict[str, int]) -> bool:
+        info = self._infos.get(node)
+        if info is None or info.static_reason(static_class(pod), pod) is not None:
+            return False
+        usage = self._held_for(pod).get(node) or self._usage.get(node) or NodeUsage()
+        if resource_filter(requests, info.alloc, usage) is not None:
+            return False
+        interpod = self._interpod_check(pod)
+        return interpod is None or interpod.reason(info.labels) is None
+
+    def _lower(self, node: str, prio: int) -> list[Victim]:
+        """The pods on `node` of a lower priority than `prio`."""
+        found = []
+        for key in self._pods_on.get(node, ()):
+            _, requests, other_prio = self._accounted[key]
+            if other_prio < prio:
+                other = self.pods.store.get(key)
+                if other is not None:
+                    found.append(victim(other, requests))
+        return found
+
+    def _preemption(
+        self, key: Key, pod: Obj, requests: dict[str, int], reasons: Mapping[str, int]
+    ) -> tuple[str, Candidate | None]:
+        """kube-scheduler's PostFilter for a pod that fits nowhere: the node to preempt on,
+        with its victims, or None and what preemption says of the nodes."""
+        if not may_preempt(pod):
+            return NOT_ELIGIBLE_POLICY, None
+        prio = priority(pod)
+        nominated = self._nominated.get(key)
+        if nominated is not None and any(v.deleting for v in self._lower(nominated[0], prio)):
+            return NOT_ELIGIBLE_TERMINATING, None
+        infos = self._candidate_nodes()
+        if not self._priorities or min(self._priorities) >= prio:
+            return nothing_to_preempt(len(infos), reasons), None
+        budgets = Budgets(self.pdbs.store.values() if self.pdbs is not None else ())
+        static_key = static_class(pod)
+        interpod = self._interpod_check(pod)
+        held = self._held_for(pod)
+        candidates = []
+        for info in infos:
+            if info.static_reason(static_key, pod) is not None:
+                continue
+            if interpod is not None and interpod.reason(info.labels) is not None:
+                continue
+            lower = self._lower(info.name, prio)
+            if not lower:
+                continue
+            usage = held.get(info.name) or self._usage.get(info.name) or NodeUsage()
+            chosen = select_victims(info.name, requests, info.alloc, usage, lower, budgets)
+            if chosen is not None:
+                candidates.append(chosen)
+        if not candidates:
+            return nothing_to_preempt(len(infos), reasons), None
+        return "", pick(candidates)
+
+    def _nominate(self, key: Key, pod: Obj, requests: dict[str, int], node: str) -> None:
+        """Hold `node`'s room for the pod; pods of a lower priority waiting for the same node
+        lose their hold there and are scheduled afresh, as kube-scheduler does."""
+        prio = priority(pod)
+        for other, (other_node, other_prio, _) in list(self._nominated.items()):
+            if other_node == node and other_prio < prio:
+                del self._nominated[other]
+                self._unschedulable.discard(other)
+                self._enqueue(other)
+                self._spawn(
+                    self._patch_status(
+                        {"namespace": other[0], "name": other[1]},
+                        {"status": {"nominatedNodeName": None}},
+                    )
+                )
+        self._nominated[key] = (node, prio, requests)
+
+    async def _preempt(self, preemptor: Obj, victims: list[Victim]) -> None:
+        """Mark each victim DisruptionTarget and delete it, with its own grace period."""
+        scheduler = (preemptor.get("spec") or {}).get("schedulerName") or self.scheduler_name
+        for v in victims:
+            if v.deleting:
+                continue
+            name, namespace = v.key[1], v.key[0]
+            condition = {
+                "type": DISRUPTION_TARGET,
+                "status": "True",
+                "reason": PREEMPTION_BY_SCHEDULER,
+                "message": f"{scheduler}: preempting to accommodate a higher priority pod",
+                "lastTransitionTime": self.clock.timestamp(),
+            }
+            await self._patch_status(v.pod["metadata"], {"status": {"conditions": [condition]}})
+            try:
+                async with self._bind_slots:
+                    await self.client.delete(PODS, name, namespace)
+            except NotFound:
+                continue
+            except Exception as exc:
+                # The pod stays; the preemptor is judged again when the cluster changes.
+                log.warning("preempting %s/%s failed: %s", namespace, name, exc)
+
     def _schedule_one(self, key: Key, pod: Obj) -> None:
         requests = pod_requests(pod)
         rules = pod_rules(pod)
         cls = pod_class(
             static_class(pod), requests, pod if rules or self._placed.anti_affinity else None
         )
+        nominated = self._nominated.get(key)
         failed = self._class_failed.get(cls)
-        if failed is not None:
+        node: str | None
+        if nominated is not None and self._fits_on(nominated[0], pod, requests):
+            # kube-scheduler tries the node a pod preempted on before any other.
+            node, reasons = nominated[0], {}
+        elif failed is not None:
             node, reasons = None, failed
         else:
             node, reasons = self.select_node(pod, requests)
@@ -476,8 +644,15 @@ class Scheduler:
             if rules.affinity or rules.spread:
                 self._waiting_for_pods.add(key)
                 self._classes_waiting_for_pods = True
-            message = summarize_reasons(len(self._candidate_nodes()), reasons)
-            self._spawn(self._report_unschedulable(pod, message))
+            total = len(self._candidate_nodes())
+            found, chosen = self._preemption(key, pod, requests, reasons)
+            if chosen is None:
+                self._spawn(self._report_unschedulable(pod, no_fit_message(total, reasons, found)))
+                return
+            self._nominate(key, pod, requests, chosen.node)
+            message = no_fit_message(total, reasons, None)
+            self._spawn(self._report_unschedulable(pod, message, nominate=chosen.node))
+            self._spawn(self._preempt(pod, chosen.victims))
             return
         self._class_failed.pop(cls, None)
         self._account(key, node, pod)
@@ -517,26 +692,33 @@ class Scheduler:
             self._unaccount(key)
             self._flush_unschedulable()
 
-    async def _report_unschedulable(self, pod: Obj, message: str) -> None:
-        """Set PodScheduled=False/Unschedulable, as `kubectl describe` and autoscalers read it."""
-        for c in (pod.get("status") or {}).get("conditions") or []:
-            if c.get("type") == "PodScheduled" and c.get("message") == message:
-                return
+    async def _report_unschedulable(
+        self, pod: Obj, message: str, *, nominate: str | None = None
+    ) -> None:
+        """Set PodScheduled=False/Unschedulable, as `kubectl describe` and autoscalers read it,
+        and with `nominate` the node the pod preempted on, as `status.nominatedNodeName`."""
+        if nominate is None or nominated_node(pod) == nominate:
+            for c in (pod.get("status") or {}).get("conditions") or []:
+                if c.get("type") == "PodScheduled" and c.get("message") == message:
+                    return
         meta = pod.get("metadata") or {}
-        patch = {
-            "status": {
-                "conditions": [
-                    {
-                        "type": "PodScheduled",
-                        "status": "False",
-                        "reason": "Unschedulable",
-                        "message": message,
-                        "lastProbeTime": None,
-                        "lastTransitionTime": self.clock.timestamp(),
-                    }
-                ]
-            }
+        status: dict[str, Any] = {
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": message,
+                    "lastProbeTime": None,
+                    "lastTransitionTime": self.clock.timestamp(),
+                }
+            ]
         }
+        if nominate is not None:
+            status["nominatedNodeName"] = nominate
+        await self._patch_status(meta, {"status": status})
+
+    async def _patch_status(self, meta: Mapping[str, Any], patch: Obj) -> None:
         try:
             async with self._bind_slots:
                 await self.client.patch(
@@ -551,7 +733,7 @@ class Scheduler:
             return
         except Exception as exc:
             log.debug(
-                "pod %s/%s: condition update failed: %s",
+                "pod %s/%s: status update failed: %s",
                 meta.get("namespace"),
                 meta.get("name"),
                 exc,

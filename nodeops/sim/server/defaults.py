@@ -45,7 +45,6 @@ def _pod_admission(spec: dict[str, Any]) -> None:
     sa = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
     spec["serviceAccountName"] = sa
     spec["serviceAccount"] = sa
-    spec.setdefault("priority", 0)
     tolerations = spec.setdefault("tolerations", [])
     for key in (_NOT_READY, _UNREACHABLE):
         if not any(
@@ -186,7 +185,12 @@ def _network_policy(obj: dict[str, Any]) -> None:
                 port.setdefault("protocol", "TCP")
 
 
+def _priority_class(obj: dict[str, Any]) -> None:
+    obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
+
+
 DEFAULTERS: dict[tuple[str, str], Callable[[dict[str, Any]], None]] = {
+    ("scheduling.k8s.io", "PriorityClass"): _priority_class,
     ("", "Pod"): _pod,
     ("apps", "Deployment"): _deployment,
     ("apps", "ReplicaSet"): _replicaset,

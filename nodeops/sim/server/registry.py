@@ -40,6 +40,7 @@ from nodeops.sim.server.patch import (
     patch_type_for_content_type,
 )
 from nodeops.sim.server.patch import apply_strategic_merge_patch as apply_smp
+from nodeops.sim.server.priority import admit_pod_priority, system_priority_classes
 from nodeops.sim.server.resources import BUILTIN, ResourceType, crd_resource_types
 from nodeops.sim.server.schema import apply_defaults, prune, validate
 from nodeops.sim.server.store import Entry, Filter, Store
@@ -50,6 +51,7 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # Kinds whose names must be DNS labels rather than subdomains.
 _LABEL_NAMED = frozenset({"Namespace", "Service"})
 _SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+_PRIORITY_CLASSES = ("scheduling.k8s.io", "v1", "priorityclasses")
 # Kinds whose DELETE answers with the deleted object rather than a Status (ReturnDeletedObject).
 _RETURN_DELETED = frozenset({("", "Pod")})
 PATCH_STRATEGIC = "application/strategic-merge-patch+json"
@@ -92,6 +94,17 @@ class Registry:
             self.register(rt)
         for ns in _SYSTEM_NAMESPACES:
             self.create(self.lookup("", "v1", "namespaces"), "", {"metadata": {"name": ns}})
+        for pc in system_priority_classes():
+            self.create(self.lookup(*_PRIORITY_CLASSES), "", pc)
+
+    def _priority_classes(self) -> list[dict[str, Any]]:
+        rt = self.lookup(*_PRIORITY_CLASSES)
+        return [self.decode(rt, e) for e in self.store.bucket(rt.storage_key).entries(None)]
+
+    def _priority_class(self, name: str) -> dict[str, Any] | None:
+        rt = self.lookup(*_PRIORITY_CLASSES)
+        entry = self.store.bucket(rt.storage_key).get("", name)
+        return None if entry is None else self.decode(rt, entry)
 
     # ---------------------------------------------------------------- catalogue
 
@@ -426,6 +439,8 @@ class Registry:
         if (rt.group, rt.kind) in STATUS_RESET_ON_CREATE or (rt.custom and rt.has_status):
             obj.pop("status", None)
         apply_create_defaults(rt.group, rt.kind, obj)
+        if rt.kind == "Pod" and rt.group == "":
+            admit_pod_priority(obj, self._priority_class, self._priority_classes)
         if rt.kind == "Service" and rt.group == "":
             existing = (self.decode(rt, e) for e in self.store.bucket(rt.storage_key).entries(None))
             serviceips.allocate(obj.setdefault("spec", {}), existing, self.rng)

@@ -263,6 +263,7 @@ BUILTIN: tuple[ResourceType, ...] = (
     _rt("", "v1", "persistentvolumes", "PersistentVolume", False, ("pv",), ("status",)),
     _rt("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, ("pvc",), ("status",)),
     _rt("storage.k8s.io", "v1", "volumeattachments", "VolumeAttachment", False, (), ("status",)),
+    _rt("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, ("pc",)),
     _rt(
         "apiextensions.k8s.io",
         "v1",

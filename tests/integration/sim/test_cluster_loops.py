@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from nodeops.common.resources import PRIORITYCLASSES
 from nodeops.sim import objects
 from nodeops.sim.clock import Clock, parse_time
 from nodeops.sim.cluster import ClusterLoops
@@ -24,6 +25,7 @@ from nodeops.sim.cluster.apiclient import (
     STATEFULSETS,
     ApiClient,
     Conflict,
+    Forbidden,
     NotFound,
     TooManyRequests,
 )
@@ -832,4 +834,185 @@ async def test_inter_pod_rules_hold_pods_and_say_why(cluster: Cluster) -> None:
         return messages if len(running) == 3 and messages else None
 
     messages = await until(three_running_one_refused, what="one pod per node, one refused")
-    assert messages == ["0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules."]
+    assert messages == [
+        "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules. preemption: "
+        "0/3 nodes are available: 3 No preemption victims found for incoming pod."
+    ]
+
+
+# -- priority and preemption ------------------------------------------------------------------
+
+
+def priority_class(name: str, value: int, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+        **spec,
+    }
+
+
+def _with_class(d: dict[str, Any], class_name: str, cpu: str) -> dict[str, Any]:
+    spec = d["spec"]["template"]["spec"]
+    spec["priorityClassName"] = class_name
+    spec["containers"][0]["resources"]["requests"]["cpu"] = cpu
+    return d
+
+
+def _bare_pod(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"containers": [{"name": "app", "image": "nginx:1.27"}]},
+    }
+
+
+def _scheduled_false(pod: dict[str, Any]) -> str | None:
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "PodScheduled" and c.get("status") == "False":
+            return str(c.get("message"))
+    return None
+
+
+async def test_priority_comes_from_the_class_and_an_unknown_class_is_refused(
+    cluster: Cluster,
+) -> None:
+    """The Priority admission plugin writes a pod's priority from its class, as kube-apiserver
+    does, so the pods a ReplicaSet makes carry their template's class's value."""
+    classes = (await cluster.client.list(PRIORITYCLASSES)).items
+    assert {c["metadata"]["name"]: c["value"] for c in classes} == {
+        "system-node-critical": 2000001000,
+        "system-cluster-critical": 2000000000,
+    }
+    await cluster.client.create(PRIORITYCLASSES, priority_class("high", 1000))
+    await cluster.client.create(DEPLOYMENTS, _with_class(deployment("web", 2), "high", "100m"), NS)
+
+    async def made() -> list[dict[str, Any]] | None:
+        pods = await cluster.pods("app=web")
+        return pods if len(pods) == 2 else None
+
+    for p in await until(made, what="two pods"):
+        assert p["spec"]["priority"] == 1000
+        assert p["spec"]["preemptionPolicy"] == "PreemptLowerPriority"
+    bad = _bare_pod("stray")
+    bad["spec"]["priorityClassName"] = "nosuch"
+    with pytest.raises(Forbidden) as refused:
+        await cluster.client.create(PODS, bad, NS)
+    assert 'pods "stray" is forbidden: no PriorityClass with name nosuch was found' in str(
+        refused.value
+    )
+    await cluster.client.create(PRIORITYCLASSES, priority_class("normal", 10, globalDefault=True))
+    created = await cluster.client.create(PODS, _bare_pod("plain"), NS)
+    assert (created["spec"]["priorityClassName"], created["spec"]["priority"]) == ("normal", 10)
+
+
+async def test_a_pod_that_fits_nowhere_preempts_lower_priority_pods(cluster: Cluster) -> None:
+    """Placeholder pods of a low priority fill every node; a pod of a higher priority takes the
+    place of one of them, as kube-scheduler's preemption does: the victim is marked and
+    deleted, the preemptor nominated to its node and bound there once it is gone, and the
+    victim's replacement, now with no room anywhere, says why in kube-scheduler's words."""
+    await cluster.client.create(PRIORITYCLASSES, priority_class("placeholder", -10))
+    await cluster.client.create(PRIORITYCLASSES, priority_class("serving", 1000))
+    await cluster.client.create(
+        DEPLOYMENTS, _with_class(deployment("balloon", 3), "placeholder", "1500m"), NS
+    )
+
+    async def spread() -> list[dict[str, Any]] | None:
+        pods = await cluster.pods("app=balloon")
+        nodes = {p["spec"].get("nodeName") for p in pods if _ready(p)}
+        return pods if len(nodes) == 3 else None
+
+    before = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in await until(spread)}
+    await cluster.client.create(DEPLOYMENTS, _with_class(deployment("web", 1), "serving", "1"), NS)
+
+    async def web_running() -> dict[str, Any] | None:
+        pods = await cluster.pods("app=web")
+        return pods[0] if pods and _ready(pods[0]) else None
+
+    web = await until(web_running, what="the preemptor running", timeout=20)
+    assert web["status"].get("nominatedNodeName") == web["spec"]["nodeName"]
+    gone = [name for name, node in before.items() if node == web["spec"]["nodeName"]]
+    assert len(gone) == 1
+    with pytest.raises(NotFound):
+        await cluster.client.get(PODS, gone[0], NS)
+
+    async def replacement_refused() -> str | None:
+        pods = await cluster.pods("app=balloon")
+        messages = [m for p in pods if (m := _scheduled_false(p)) is not None]
+        return messages[0] if len(pods) == 3 and messages else None
+
+    message = await until(replacement_refused, what="the victim's replacement Pending")
+    assert message == (
+        "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: "
+        "3 No preemption victims found for incoming pod."
+    )
+
+
+async def test_the_victim_is_marked_before_it_goes(cluster: Cluster) -> None:
+    """The victim carries the DisruptionTarget condition kube-scheduler writes while its grace
+    period runs, and the preemptor waits, nominated, until it is gone."""
+    await cluster.client.create(PRIORITYCLASSES, priority_class("placeholder", -10))
+    await cluster.client.create(PRIORITYCLASSES, priority_class("serving", 1000))
+    balloon = _with_class(deployment("balloon", 3), "placeholder", "1500m")
+    # A long grace period keeps the victim in sight, marked and terminating.
+    balloon["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = 3000
+    await cluster.client.create(DEPLOYMENTS, balloon, NS)
+
+    async def three_ready() -> bool:
+        return sum(_ready(p) for p in await cluster.pods("app=balloon")) == 3
+
+    await until(three_ready)
+    await cluster.client.create(DEPLOYMENTS, _with_class(deployment("web", 1), "serving", "1"), NS)
+
+    async def marked_and_going() -> dict[str, Any] | None:
+        for p in await cluster.pods("app=balloon"):
+            for c in (p.get("status") or {}).get("conditions") or []:
+                if c.get("type") == "DisruptionTarget" and p["metadata"].get("deletionTimestamp"):
+                    return p
+        return None
+
+    victim = await until(marked_and_going, what="a marked victim on its way out")
+    condition = next(
+        c for c in victim["status"]["conditions"] if c.get("type") == "DisruptionTarget"
+    )
+    assert (condition["status"], condition["reason"], condition["message"]) == (
+        "True",
+        "PreemptionByScheduler",
+        "default-scheduler: preempting to accommodate a higher priority pod",
+    )
+
+    async def web_nominated() -> dict[str, Any] | None:
+        pods = await cluster.pods("app=web")
+        return pods[0] if pods and pods[0]["status"].get("nominatedNodeName") else None
+
+    web = await until(web_nominated, what="the preemptor nominated")
+    assert web["status"]["nominatedNodeName"] == victim["spec"]["nodeName"]
+    assert not web["spec"].get("nodeName"), "bound while its victim still runs"
+
+
+async def test_a_pod_that_may_not_preempt_waits(cluster: Cluster) -> None:
+    await cluster.client.create(PRIORITYCLASSES, priority_class("placeholder", -10))
+    await cluster.client.create(
+        PRIORITYCLASSES, priority_class("polite", 1000, preemptionPolicy="Never")
+    )
+    await cluster.client.create(
+        DEPLOYMENTS, _with_class(deployment("balloon", 3), "placeholder", "1500m"), NS
+    )
+
+    async def three_ready() -> bool:
+        return sum(_ready(p) for p in await cluster.pods("app=balloon")) == 3
+
+    await until(three_ready)
+    await cluster.client.create(DEPLOYMENTS, _with_class(deployment("web", 1), "polite", "1"), NS)
+
+    async def refused() -> str | None:
+        pods = await cluster.pods("app=web")
+        return _scheduled_false(pods[0]) if pods else None
+
+    assert await until(refused) == (
+        "0/3 nodes are available: 3 Insufficient cpu. preemption: not eligible due to "
+        "preemptionPolicy=Never."
+    )
+    assert sum(_ready(p) for p in await cluster.pods("app=balloon")) == 3
