@@ -27,6 +27,7 @@ from nodeops.kube.resources import (
     NODES,
     PDBS,
     PODS,
+    PRIORITYCLASSES,
     REPLICASETS,
     STATEFULSETS,
     Resource,
@@ -44,6 +45,7 @@ from nodeops.sim.scenario import BUILTIN_NAMESPACES
 from nodeops.sim.scenario import NodeGroup as NodeGroupSpec
 from nodeops.sim.server.app import SimServer
 from nodeops.sim.server.errors import ApiError
+from nodeops.sim.server.priority import SYSTEM_PRIORITY_CLASSES
 
 __all__ = ["Copied", "StartTimes", "copy_snapshot"]
 
@@ -88,6 +90,28 @@ def _stripped(obj: Mapping[str, Any], res: Resource) -> Obj:
     meta.pop("deletionGracePeriodSeconds", None)
     meta.pop("finalizers", None)
     return out
+
+
+def _priority_classes(snapshot: Snapshot) -> list[Obj]:
+    """The snapshot's PriorityClasses, and one for each class a pod names that is gone (a
+    class deleted after its pods were made), at the priority those pods have: the copy's
+    admission would refuse them otherwise."""
+    classes = {
+        pc["metadata"]["name"]: _stripped(pc, PRIORITYCLASSES)
+        for pc in snapshot.of(PRIORITYCLASSES)
+    }
+    for pod in snapshot.of(PODS):
+        spec = pod.get("spec") or {}
+        name = spec.get("priorityClassName")
+        if name and name not in classes and name not in SYSTEM_PRIORITY_CLASSES:
+            classes[name] = {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": name},
+                "value": int(spec.get("priority") or 0),
+                "preemptionPolicy": spec.get("preemptionPolicy") or "PreemptLowerPriority",
+            }
+    return list(classes.values())
 
 
 def _create(server: SimServer, obj: Obj) -> Obj | None:
@@ -195,6 +219,8 @@ def copy_snapshot(
         name = ns["metadata"]["name"]
         if name not in BUILTIN_NAMESPACES:
             _create(server, _stripped(ns, NAMESPACES))
+    for pc in _priority_classes(snapshot):
+        _create(server, pc)  # the system classes are there already
 
     nodes = snapshot.of(NODES)
     group_of: dict[str, str] = {}
@@ -322,6 +348,10 @@ def copy_snapshot(
         if copy_ is None:
             skip("pods of a controller not copied")
             continue
+        for key in ("priority", "preemptionPolicy"):
+            # The copy's admission writes them from the pod's class, as it does for the
+            # pods the copy's controllers make.
+            copy_["spec"].pop(key, None)
         bmeta = copy_["metadata"]
         annotations = dict(bmeta.get("annotations") or {})
         # Pods of the snapshot are running already: they start at once in the copy.

@@ -26,6 +26,7 @@ from nodeops.kube.resources import (
     NODES,
     PDBS,
     PODS,
+    PRIORITYCLASSES,
     REPLICASETS,
     STATEFULSETS,
 )
@@ -42,7 +43,6 @@ __all__ = [
 ]
 
 JOBS = Resource("batch", "v1", "jobs", "Job", True)
-PRIORITYCLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False)
 _ACCESS_REVIEWS = Resource(
     "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False
 )

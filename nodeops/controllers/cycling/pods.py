@@ -57,9 +57,19 @@ placed. A scheduler judges a new pod within seconds; one nobody has judged for t
 waits for a scheduler that is not there."""
 
 
+def preempting(pod: Obj) -> bool:
+    """Whether the scheduler made room for the pod by preempting others, and holds it there
+    (`status.nominatedNodeName`) until they are gone. Never raises."""
+    status = pod.get("status")
+    return isinstance(status, Mapping) and bool(status.get("nominatedNodeName"))
+
+
 def turned_down(pod: Obj) -> bool:
-    """Whether a scheduler found no place for the pod (PodScheduled=False). Never raises: an
+    """Whether a scheduler found no place for the pod (PodScheduled=False) and made none: a
+    pod that preempts others is marked unschedulable too, but has its place. Never raises: an
     index function calls it."""
+    if preempting(pod):
+        return False
     for c in (pod.get("status") or {}).get("conditions") or ():
         if (
             isinstance(c, Mapping)
@@ -74,7 +84,10 @@ def awaiting_scheduler(pod: Obj, now: datetime) -> bool:
     """An unbound pod about to take room: made less than `UNJUDGED_FOR` ago and not yet found
     unschedulable. One the scheduler has already turned down waits for something, maybe
     something the capacity check does not model (a volume, an extended resource), and may wait
-    for ever; counting its room would hold a roll for nothing."""
+    for ever; counting its room would hold a roll for nothing. One that preempted others is
+    about to take the room they leave, however long they take."""
+    if preempting(pod):
+        return True
     if turned_down(pod):
         return False
     created = o.parse_time(o.meta(pod).get("creationTimestamp"))

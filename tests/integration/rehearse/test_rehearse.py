@@ -20,7 +20,7 @@ from nodeops.cli import build_parser
 from nodeops.controllers.cycling.resources import NODEGROUPS
 from nodeops.demo.scenario import demo_scenario
 from nodeops.demo.world import World, WorldOptions
-from nodeops.kube.resources import DEPLOYMENTS, NODES, PODS
+from nodeops.kube.resources import DEPLOYMENTS, NODES, PODS, PRIORITYCLASSES
 from nodeops.rehearse.command import main_async
 from nodeops.rehearse.snapshot import SNAPSHOT_RESOURCES
 from nodeops.sim.clock import Clock
@@ -388,6 +388,48 @@ async def test_pods_spread_over_a_label_the_new_nodes_lack_are_predicted_pending
         # when it last tried during the roll, are gone from its count.
         assert p["reason"] == (
             "0/4 nodes are available: 4 node(s) didn't match pod topology spread constraints "
-            "(missing required label)."
+            "(missing required label). preemption: 0/4 nodes are available: 4 Preemption is "
+            "not helpful for scheduling."
         ), p["reason"]
     assert any("Pending" in f and "shop/racked-" in f for f in report["failures"])
+
+
+async def test_pods_keep_the_priority_of_their_class_in_the_copy(tmp_path: Path) -> None:
+    """The copy's API server resolves each pod's priority from its PriorityClass, as the live
+    one did: the classes are copied, and one deleted since its pods were made is made again
+    at their priority. Without them the copy would refuse every pod that names a class."""
+    async with live() as w:
+        assert w.client is not None
+        for name, value in (("placeholder", -10), ("serving", 1000)):
+            body = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass"}
+            await w.client.create(
+                PRIORITYCLASSES, {**body, "metadata": {"name": name}, "value": value}
+            )
+        labels = {"app": "balloon"}
+        template = {
+            "metadata": {"labels": labels},
+            "spec": {
+                "priorityClassName": "placeholder",
+                "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}],
+            },
+        }
+        body = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "balloon", "namespace": "shop"},
+            "spec": {"replicas": 2, "selector": {"matchLabels": labels}, "template": template},
+        }
+        await w.client.create(DEPLOYMENTS, body)
+        async with asyncio.timeout(30):
+            while True:  # the live cluster's own pace; nothing to watch for but its pods
+                pods, _ = await w.client.list(PODS, "shop", label_selector="app=balloon")
+                if len(pods) == 2 and all(p["spec"].get("nodeName") for p in pods):
+                    break
+                await asyncio.sleep(0.1)
+        assert {p["spec"]["priority"] for p in pods} == {-10}
+        await w.client.delete(PRIORITYCLASSES, "placeholder")
+        code, out = await rehearse(w, tmp_path, "workers", "--json")
+    report = json.loads(out)
+    assert code == 0, report["failures"]
+    assert report["pending"] == []
+    assert any(d["workload"] == "Deployment/shop/balloon" for d in report["workloads"])

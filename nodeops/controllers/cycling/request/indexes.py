@@ -179,8 +179,8 @@ def unbound(obj: Obj) -> list[str]:
     """`UNBOUND` for a pod the scheduler will place: on no node yet, not finished, not on its
     way out, held back by no scheduling gate (a gated pod waits for someone else, maybe for
     long, and reserving room for it could hold a roll for nothing), and not yet turned down
-    by the scheduler. A pod it turned down leaves the index, so a backlog of thousands of
-    unschedulable pods is not read at every batch."""
+    by the scheduler (unless it preempted others to make room). A pod it turned down leaves
+    the index, so a backlog of thousands of unschedulable pods is not read at every batch."""
     spec = obj.get("spec") or {}
     if spec.get("nodeName") or spec.get("schedulingGates"):
         return []

@@ -125,6 +125,8 @@ def test_only_pods_the_scheduler_will_place_are_unbound() -> None:
     assert unbound({"status": {"phase": "Succeeded"}}) == []
     turned_down = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
     assert unbound({"status": {"phase": "Pending", "conditions": [turned_down]}}) == []
+    preempting = {"phase": "Pending", "conditions": [turned_down], "nominatedNodeName": "n1"}
+    assert unbound({"status": preempting}) == [UNBOUND]
     assert unbound({"status": {"conditions": ["not a condition"]}}) == [UNBOUND]
 
 

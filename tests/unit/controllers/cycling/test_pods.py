@@ -92,3 +92,7 @@ def test_only_new_pods_no_scheduler_turned_down_are_about_to_take_room() -> None
     # Judged by nobody for five minutes: no scheduler is coming for it.
     assert awaiting_scheduler(_unbound(timedelta(minutes=4, seconds=59)), NOW)
     assert not awaiting_scheduler(_unbound(timedelta(minutes=5)), NOW)
+    # Preempting: marked unschedulable, but given a place once its victims are gone.
+    preemptor = _unbound(timedelta(minutes=10), scheduled="False")
+    preemptor["status"]["nominatedNodeName"] = "n1"
+    assert awaiting_scheduler(preemptor, NOW)
