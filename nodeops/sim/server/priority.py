@@ -14,6 +14,9 @@ from typing import Any
 from nodeops.sim.server import errors
 
 PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
+PREEMPTION_POLICIES = ("Never", PREEMPT_LOWER_PRIORITY)
+SYSTEM_PRIORITY_PREFIX = "system-"
+HIGHEST_USER_PRIORITY = 1_000_000_000
 
 SYSTEM_PRIORITY_CLASSES: Mapping[str, tuple[int, str]] = {
     "system-node-critical": (
@@ -90,3 +93,18 @@ def admit_pod_priority(
 
 def _forbidden(pod: str, why: str) -> errors.ApiError:
     return errors.forbidden(f'pods "{pod}" is forbidden: {why}', {"name": pod, "kind": "pods"})
+
+
+def check_one_default(pc: Mapping[str, Any], classes: Iterable[Mapping[str, Any]]) -> None:
+    """The Priority plugin's rule for classes: only one may be the `globalDefault`."""
+    if not pc.get("globalDefault"):
+        return
+    name = (pc.get("metadata") or {}).get("name")
+    for other in classes:
+        other_name = (other.get("metadata") or {}).get("name")
+        if other.get("globalDefault") and other_name != name:
+            raise errors.forbidden(
+                f'priorityclasses.scheduling.k8s.io "{name}" is forbidden: PriorityClass '
+                f"{other_name} is already marked as default. Only one default can exist",
+                {"name": name, "group": "scheduling.k8s.io", "kind": "priorityclasses"},
+            )

@@ -134,6 +134,14 @@ _MESSAGES.update(
         "IntOrString": [("type", 1, "int64"), ("intVal", 2, "int32"), ("strVal", 3, "string")],
         "Quantity": [("string", 1, "string")],
         # core/v1
+        # scheduling.k8s.io/v1 (`kubectl create priorityclass`)
+        "PriorityClass": [
+            ("metadata", 1, "ObjectMeta"),
+            ("value", 2, "int32"),
+            ("globalDefault", 3, "bool"),
+            ("description", 4, "string"),
+            ("preemptionPolicy", 5, "string"),
+        ],
         "ConfigMap": [
             ("metadata", 1, "ObjectMeta"),
             ("data", 2, "map"),
@@ -316,6 +324,7 @@ KINDS: dict[tuple[str, str], str] = {
     ("v1", "Pod"): "Pod",
     ("apps/v1", "Deployment"): "Deployment",
     ("policy/v1", "PodDisruptionBudget"): "PodDisruptionBudget",
+    ("scheduling.k8s.io/v1", "PriorityClass"): "PriorityClass",
     ("authentication.k8s.io/v1", "TokenRequest"): "TokenRequest",
     ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): "SelfSubjectAccessReview",
     ("authorization.k8s.io/v1", "SelfSubjectRulesReview"): "SelfSubjectRulesReview",

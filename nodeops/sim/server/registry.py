@@ -40,7 +40,11 @@ from nodeops.sim.server.patch import (
     patch_type_for_content_type,
 )
 from nodeops.sim.server.patch import apply_strategic_merge_patch as apply_smp
-from nodeops.sim.server.priority import admit_pod_priority, system_priority_classes
+from nodeops.sim.server.priority import (
+    admit_pod_priority,
+    check_one_default,
+    system_priority_classes,
+)
 from nodeops.sim.server.resources import BUILTIN, ResourceType, crd_resource_types
 from nodeops.sim.server.schema import apply_defaults, prune, validate
 from nodeops.sim.server.store import Entry, Filter, Store
@@ -441,6 +445,8 @@ class Registry:
         apply_create_defaults(rt.group, rt.kind, obj)
         if rt.kind == "Pod" and rt.group == "":
             admit_pod_priority(obj, self._priority_class, self._priority_classes)
+        elif rt.plural == "priorityclasses" and rt.group == "scheduling.k8s.io":
+            check_one_default(obj, self._priority_classes())
         if rt.kind == "Service" and rt.group == "":
             existing = (self.decode(rt, e) for e in self.store.bucket(rt.storage_key).entries(None))
             serviceips.allocate(obj.setdefault("spec", {}), existing, self.rng)

@@ -290,6 +290,21 @@ _DOCS: Final[dict[str, str]] = {
         "Coordinated Leader Election is used, the holder identity must be equal to the "
         "elected LeaseCandidate.metadata.name field."
     ),
+    "PriorityClass.value": (
+        "value represents the integer value of this priority class. This is the actual "
+        "priority that pods receive when they have the name of this class in their pod spec."
+    ),
+    "PriorityClass.globalDefault": (
+        "globalDefault specifies whether this PriorityClass should be considered as the "
+        "default priority for pods that do not have any priority class. Only one "
+        "PriorityClass can be marked as `globalDefault`. However, if more than one "
+        "PriorityClasses exists with their `globalDefault` field set to true, the smallest "
+        "value of such global default PriorityClasses will be used as the default priority."
+    ),
+    "PriorityClass.preemptionPolicy": (
+        "preemptionPolicy is the Policy for preempting pods with lower priority. One of "
+        "Never, PreemptLowerPriority. Defaults to PreemptLowerPriority if unset."
+    ),
     "VolumeAttachmentSpec.attacher": (
         "attacher indicates the name of the volume driver that MUST handle this "
         "request. This is the name returned by GetPluginName()."
@@ -1123,6 +1138,25 @@ def _print_lease(lease: Mapping[str, Any], now: datetime) -> Cells:
     return [_name(lease), holder or "", _age(lease, now)]
 
 
+_PRIORITYCLASS_COLUMNS: Final = [
+    _name_col(),
+    _col("Value", "integer", _DOCS["PriorityClass.value"]),
+    _col("Global-Default", "boolean", _DOCS["PriorityClass.globalDefault"]),
+    _age_col(),
+    _col("PreemptionPolicy", "string", _DOCS["PriorityClass.preemptionPolicy"]),
+]
+
+
+def _print_priorityclass(pc: Mapping[str, Any], now: datetime) -> Cells:
+    return [
+        _name(pc),
+        pc.get("value", 0),
+        bool(pc.get("globalDefault")),
+        _age(pc, now),
+        pc.get("preemptionPolicy") or "",
+    ]
+
+
 _VOLUMEATTACHMENT_COLUMNS: Final = [
     _name_col(),
     _col("Attacher", "string", _DOCS["VolumeAttachmentSpec.attacher"], format_="name"),
@@ -1301,6 +1335,7 @@ _BUILT_IN: Final[dict[tuple[str, str], _BuiltIn]] = {
     ("policy", "PodDisruptionBudget"): _BuiltIn(_PDB_COLUMNS, _print_pdb),
     ("coordination.k8s.io", "Lease"): _BuiltIn(_LEASE_COLUMNS, _print_lease),
     ("networking.k8s.io", "NetworkPolicy"): _BuiltIn(_NETWORKPOLICY_COLUMNS, _print_networkpolicy),
+    ("scheduling.k8s.io", "PriorityClass"): _BuiltIn(_PRIORITYCLASS_COLUMNS, _print_priorityclass),
     ("storage.k8s.io", "VolumeAttachment"): _BuiltIn(
         _VOLUMEATTACHMENT_COLUMNS, _print_volumeattachment
     ),

@@ -21,6 +21,12 @@ from typing import Any, Final
 from nodeops.common.gomessages import go_json, go_quote
 from nodeops.common.selectors.labelsyntax import label_key_errors
 from nodeops.sim.server.gotime import micro_time_error
+from nodeops.sim.server.priority import (
+    HIGHEST_USER_PRIORITY,
+    PREEMPTION_POLICIES,
+    SYSTEM_PRIORITY_CLASSES,
+    SYSTEM_PRIORITY_PREFIX,
+)
 from nodeops.sim.server.resources import ResourceType
 
 Cause = tuple[str, str, str]
@@ -240,6 +246,62 @@ def _lease_spec(obj: Mapping[str, Any]) -> list[Cause]:
     return causes
 
 
+def _priority_class(obj: Mapping[str, Any]) -> list[Cause]:
+    """`ValidatePriorityClass`: the `system-` names are kube's own, and no other class may
+    rank above the highest a user may define."""
+    name = str((obj.get("metadata") or {}).get("name") or "")
+    value = obj.get("value") or 0
+    causes: list[Cause] = []
+    if name.startswith(SYSTEM_PRIORITY_PREFIX):
+        known = SYSTEM_PRIORITY_CLASSES.get(name)
+        if known is None:
+            why = f"{name} is not a known system priority class"
+        elif value != known[0]:
+            why = f"value of {name} PriorityClass must be {known[0]}"
+        elif obj.get("globalDefault"):
+            why = f"globalDefault of {name} PriorityClass must be false"
+        else:
+            why = ""
+        if why:
+            causes.append(
+                forbidden(
+                    "metadata.name",
+                    f"priority class names with '{SYSTEM_PRIORITY_PREFIX}' prefix are reserved "
+                    f"for system use only. error: {why}",
+                )
+            )
+    elif isinstance(value, int) and value > HIGHEST_USER_PRIORITY:
+        causes.append(
+            forbidden(
+                "value",
+                f"maximum allowed value of a user defined priority is {HIGHEST_USER_PRIORITY}",
+            )
+        )
+    policy = obj.get("preemptionPolicy")
+    if policy is not None and policy not in PREEMPTION_POLICIES:
+        listed = ", ".join(f'"{p}"' for p in PREEMPTION_POLICIES)
+        causes.append(
+            (
+                "FieldValueNotSupported",
+                "preemptionPolicy",
+                f"Unsupported value: {go_json(policy)}: supported values: {listed}",
+            )
+        )
+    return causes
+
+
+def _priority_class_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Cause]:
+    causes: list[Cause] = []
+    if (new.get("value") or 0) != (old.get("value") or 0):
+        # kube names the field as the Go struct does here.
+        causes.append(forbidden("Value", "may not be changed in an update."))
+    if new.get("preemptionPolicy") != old.get("preemptionPolicy"):
+        causes.append(
+            invalid("preemptionPolicy", new.get("preemptionPolicy"), "field is immutable")
+        )
+    return causes
+
+
 # ------------------------------------------------------------------ entry points
 
 
@@ -251,11 +313,17 @@ def _is_event(rt: ResourceType) -> bool:
     return rt.kind == "Event" and rt.group in ("", _EVENTS_V1)
 
 
+def _is_priority_class(rt: ResourceType) -> bool:
+    return (rt.group, rt.kind) == ("scheduling.k8s.io", "PriorityClass")
+
+
 def validate_create(rt: ResourceType, obj: Mapping[str, Any]) -> list[Cause]:
     if _is_event(rt):
         return _event_create(rt, obj)
     if _is_lease(rt):
         return _lease_spec(obj)
+    if _is_priority_class(rt):
+        return _priority_class(obj)
     return []
 
 
@@ -268,6 +336,9 @@ def validate_update(
         causes.extend(_event_update(rt, old, new))
     elif _is_lease(rt):
         causes.extend(_lease_spec(new))
+    elif _is_priority_class(rt):
+        causes.extend(_priority_class(new))
+        causes.extend(_priority_class_update(old, new))
     return causes
 
 

@@ -263,3 +263,34 @@ async def test_debug_node(kubectl: Kubectl) -> None:
     assert spec["hostPID"] and spec["hostNetwork"] and spec["hostIPC"]
     assert spec["volumes"] == [{"name": "host-root", "hostPath": {"path": "/"}}]
     assert spec["containers"][0]["volumeMounts"] == [{"name": "host-root", "mountPath": "/host"}]
+
+
+async def test_priority_classes_as_kube_apiserver_serves_them(kubectl: Kubectl) -> None:
+    """The classes the scheduler preempts by: created with kubectl's generator, listed with
+    kube's columns, and held to kube's rules (reserved names, the highest user value, one
+    default, an immutable value)."""
+    k = kubectl
+    await k.run("create", "priorityclass", "batch", "--value=100", "--preemption-policy=Never")
+    await k.run("create", "priorityclass", "serving", "--value=1000", "--global-default")
+    lines = (await k.run("get", "priorityclasses")).splitlines()
+    assert lines[0].split() == ["NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"]
+    rows = {line.split()[0]: line.split() for line in lines[1:]}
+    assert set(rows) == {"batch", "serving", "system-cluster-critical", "system-node-critical"}
+    assert (rows["batch"][1:3], rows["batch"][-1]) == (["100", "false"], "Never")
+    assert (rows["serving"][1:3], rows["serving"][-1]) == (["1000", "true"], "PreemptLowerPriority")
+    assert rows["system-node-critical"][1] == "2000001000"
+    refused = await k.run("create", "priorityclass", "huge", "--value=2000000000", ok=False)
+    assert "maximum allowed value of a user defined priority is 1000000000" in refused
+    refused = await k.run("create", "priorityclass", "system-mine", "--value=1", ok=False)
+    assert "prefix are reserved for system use only" in refused
+    refused = await k.run(
+        "create", "priorityclass", "other", "--value=5", "--global-default", ok=False
+    )
+    assert (
+        "PriorityClass serving is already marked as default. Only one default can exist" in refused
+    )
+    refused = await k.run("patch", "priorityclass", "batch", "-p", '{"value": 5}', ok=False)
+    assert "Value: Forbidden: may not be changed in an update." in refused
+    await k.run("run", "job", "--image=nginx:1.27", "--restart=Never")
+    pod = await k.json("get", "pod", "job")
+    assert (pod["spec"]["priorityClassName"], pod["spec"]["priority"]) == ("serving", 1000)
