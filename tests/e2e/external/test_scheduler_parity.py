@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nodeops.sim.cluster.scheduling import summarize_reasons
+from nodeops.sim.cluster.preemption import no_fit_message, nothing_to_preempt
 from tests.e2e.external.attached import Attached
 from tests.e2e.external.conftest import kubectl
 from tests.e2e.external.podwatch import Pods, PodWatch
@@ -53,8 +53,9 @@ def _apply(kubeconfig: Path, docs: list[dict[str, Any]]) -> None:
 def _refusal(pod: dict[str, Any]) -> str | None:
     for c in (pod.get("status") or {}).get("conditions") or []:
         if c.get("type") == "PodScheduled" and c.get("status") == "False":
-            # Newer kube-schedulers add what preemption found; the simulator does not preempt.
-            return str(c.get("message", "")).split(" preemption:")[0]
+            # From v1.34 the dynamic-resources plugin speaks before preemption; the simulator
+            # answers as v1.31, where it is off.
+            return str(c.get("message", "")).replace(" no new claims to deallocate,", "")
     return None
 
 
@@ -79,7 +80,9 @@ def _simulated(nodes: list[dict[str, Any]], pods: Pods) -> dict[str, str | None]
     for name, pod in pods.items():
         if not pod["spec"].get("nodeName"):
             chosen, reasons = sched.select_node(pod)
-            said[name] = None if chosen else summarize_reasons(len(nodes), reasons)
+            # No pod here outranks another: what preemption says is which nodes it could help.
+            preemption = nothing_to_preempt(len(nodes), reasons)
+            said[name] = None if chosen else no_fit_message(len(nodes), reasons, preemption)
     return said
 
 
