@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodeops.api.duration import parse_duration
+from nodeops.controllers.cycling.fit import SPARE_BELOW
 from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS
 from nodeops.demo.world import OPERATOR_NAMESPACE, World, WorldOptions
 from nodeops.kube.clientconfig import CLIENT_QPS
@@ -539,8 +540,12 @@ def outcome(
         ),
         key=lambda d: (d.lowest_ready_share, d.workload),
     )
-    pending = [Pending(pod, reason, before) for pod, reason, before in recorder.pending()]
-    new_pending = [p for p in pending if not p.already_pending]
+    pending = [
+        Pending(pod, reason, before, spare=priority < SPARE_BELOW)
+        for pod, reason, before, priority in recorder.pending()
+    ]
+    # Placeholders of a negative priority may wait, as the capacity check lets them.
+    new_pending = [p for p in pending if not p.already_pending and not p.spare]
     if new_pending:
         shown = ", ".join(p.pod for p in new_pending[:3])
         more = f" and {len(new_pending) - 3} more" if len(new_pending) > 3 else ""

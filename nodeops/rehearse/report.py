@@ -67,6 +67,9 @@ class Pending:
     pod: str
     reason: str
     already_pending: bool
+    spare: bool = False
+    """Of a negative priority: a placeholder the roll may leave waiting (`SPARE_BELOW`), not
+    a failure."""
 
 
 @dataclass
@@ -207,8 +210,16 @@ class Report:
         if self.pending:
             _table(
                 out,
-                ("POD", "BEFORE", "REASON"),
-                [(p.pod, "yes" if p.already_pending else "no", p.reason) for p in self.pending],
+                ("POD", "BEFORE", "SPARE", "REASON"),
+                [
+                    (
+                        p.pod,
+                        "yes" if p.already_pending else "no",
+                        "yes" if p.spare else "no",
+                        p.reason,
+                    )
+                    for p in self.pending
+                ],
             )
         else:
             w("  none\n")

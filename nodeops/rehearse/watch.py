@@ -51,6 +51,11 @@ def _ready(pod: Mapping[str, Any]) -> bool:
     return False
 
 
+def _priority(pod: Mapping[str, Any]) -> int:
+    value = (pod.get("spec") or {}).get("priority")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def _unscheduled(pod: Mapping[str, Any]) -> str:
     for cond in (pod.get("status") or {}).get("conditions") or ():
         if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
@@ -72,6 +77,7 @@ class _Pod:
     workload: str | None
     unscheduled: str = ""
     """Why the scheduler left it without a node, while it has none."""
+    priority: int = 0
 
 
 @dataclass
@@ -309,6 +315,7 @@ class RollRecorder:
                 ready=_ready(obj),
                 workload=self.workloads.of(obj),
                 unscheduled="" if node else _unscheduled(obj),
+                priority=_priority(obj),
             )
             self._pods[key] = pod
             self._on_node.setdefault(pod.node, set()).add(key)
@@ -426,14 +433,15 @@ class RollRecorder:
 
     # -- at the end ----------------------------------------------------------------------------
 
-    def pending(self) -> list[tuple[str, str, bool]]:
-        """Pods left without a node: `namespace/name`, the scheduler's reason, and whether the
-        pod was already pending before the roll."""
+    def pending(self) -> list[tuple[str, str, bool, int]]:
+        """Pods left without a node: `namespace/name`, the scheduler's reason, whether the
+        pod was already pending before the roll, and its priority."""
         out = []
         for key, pod in self._pods.items():
             if pod.node or pod.deleting:
                 continue
-            out.append((f"{key[0]}/{key[1]}", self._reason(key), key in self.pending_before))
+            name = f"{key[0]}/{key[1]}"
+            out.append((name, self._reason(key), key in self.pending_before, pod.priority))
         return sorted(out)
 
     def _reason(self, key: Key) -> str:

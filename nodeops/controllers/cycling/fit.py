@@ -87,10 +87,18 @@ class FitResult:
     waiting: int = 0
     """Pods the scheduler has still to place that were given room before all of `pods`; not
     counted in `pods`."""
+    spare_unplaced: int = 0
+    """Of `pods`, those of a negative priority (`SPARE_BELOW`) that found no room: they may
+    wait, and the batch goes on without them."""
 
     @property
     def message(self) -> str:
         if self.fits:
+            if self.spare_unplaced:
+                return (
+                    f"{self.pods - self.spare_unplaced} of {self.pods} pods fit on the ready "
+                    f"nodes; {self.spare_unplaced} of a negative priority may wait for room"
+                )
             return f"{self.pods} pods fit on the ready nodes"
         first = self.unplaced[0]
         counted = []
@@ -274,6 +282,10 @@ def check_fit(
     on the same nodes and their drains began first, so they are placed first: a batch that
     fits only in room another batch's pods are about to take would leave pods Pending.
 
+    Pods of a negative priority (`SPARE_BELOW`), of the batch or moving, need not fit: they
+    are placed last, where room is left, and those that find none are counted in
+    `spare_unplaced`, not refused.
+
     `waiting`: pods the scheduler has still to place (the replacements of pods evicted a
     moment ago among them). They exist already, so they take their room before anything a
     drain has yet to evict, except those of a lower priority than every pod that moves, which
@@ -339,13 +351,17 @@ def check_fit(
 
     first = sorted((p for p in moving if needs_room(p)), key=_requests, reverse=True)
     own = sorted((p for p in batch_pods if movable(p)), key=_requests, reverse=True)
+    result = FitResult(True, len(first) + len(own), moving=len(first))
+    spare = [p for p in (*first, *own) if _priority(p) < SPARE_BELOW]
+    if spare:
+        first = [p for p in first if _priority(p) >= SPARE_BELOW]
+        own = [p for p in own if _priority(p) >= SPARE_BELOW]
     lowest = min((_priority(p) for p in (*first, *own)), default=0)
     queued = sorted(
         (p for p in waiting if needs_room(p) and _priority(p) >= lowest),
         key=_requests,
         reverse=True,
     )
-    result = FitResult(True, len(first) + len(own), moving=len(first))
     nowhere: set[Any] = set()
     for pod in queued:
         shape = _shape(pod)
@@ -361,7 +377,20 @@ def check_fit(
             result.fits = False
             result.unplaced.append(o.ref(pod))
             result.reasons[o.ref(pod)] = why
+    # Last, and only where room is left: placeholders must not take the room of pods that
+    # need it, and one that finds none waits, as it would behind the scheduler's preemption.
+    for pod in sorted(spare, key=_requests, reverse=True):
+        if place(pod) is not None:
+            result.spare_unplaced += 1
     return result
+
+
+SPARE_BELOW = 0
+"""Pods of a priority below the default one (0) are spare by the cluster's own word: the
+placeholders that keep room for an autoscaler (its documented overprovisioning runs them at
+-1), best-effort batch work. The scheduler preempts them for any pod of the default priority,
+so a roll may leave them waiting for room, as the scheduler would; requiring them to fit
+again held every batch of a cluster kept full of placeholders until the scale-up limit."""
 
 
 def _priority(pod: Obj) -> int:

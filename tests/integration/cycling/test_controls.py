@@ -13,6 +13,7 @@ from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS, NODEGROUPS
 from nodeops.demo.world import World
 from nodeops.kube.metrics import REGISTRY
 from nodeops.kube.resources import DEPLOYMENTS, NODES, PODS
+from tests.integration.placeholders import fill_with_placeholders
 from tests.waiting import until
 
 from .harness import (
@@ -560,3 +561,21 @@ async def test_a_pod_the_scheduler_turned_down_holds_nothing() -> None:
 
         await until(moved, timeout=20, what="the racked pod on the node that stays")
         assert not (await w.client.get(PODS, "gpu", "default"))["spec"].get("nodeName")
+
+
+async def test_a_cluster_kept_full_of_placeholders_is_rolled() -> None:
+    """Placeholder pods of priority -1, as an autoscaler's overprovisioning runs them, fill
+    every node's spare room, and a few wait for more. The new nodes' room goes to the waiting
+    ones as soon as they are Ready, so the batches' own placeholders cannot all be placed
+    again: the roll goes on without them (they wait, as the scheduler's preemption would
+    leave them), where it used to hold every batch until the scale-up limit."""
+    async with world(scenario(4), settings={"scale_up_limit": 120.0}) as w:
+        assert w.client is not None
+        await fill_with_placeholders(w)
+        await w.create_request(request("roll", GROUP, cycleSettings={"concurrency": 2}))
+        done = await wait_phase(w, "roll", ("Successful", "Failed"), timeout=240)
+        assert done["status"]["phase"] == "Successful", done["status"].get("message")
+        # Every pod that is not a placeholder runs.
+        pods, _ = await w.client.list(PODS)
+        waiting = [p["metadata"]["name"] for p in pods if not p["spec"].get("nodeName")]
+        assert all(name.startswith("headroom-") for name in waiting), waiting

@@ -26,6 +26,7 @@ from nodeops.rehearse.snapshot import SNAPSHOT_RESOURCES
 from nodeops.sim.clock import Clock
 from nodeops.sim.server.app import SimServer
 from nodeops.sim.server.auth import GROUP_ALL_AUTHENTICATED, UserInfo
+from tests.integration.placeholders import fill_with_placeholders
 
 SIM_AGENTS = {"nodeops-sim"}
 
@@ -433,3 +434,17 @@ async def test_pods_keep_the_priority_of_their_class_in_the_copy(tmp_path: Path)
     assert code == 0, report["failures"]
     assert report["pending"] == []
     assert any(d["workload"] == "Deployment/shop/balloon" for d in report["workloads"])
+
+
+async def test_placeholders_left_waiting_are_no_failure(tmp_path: Path) -> None:
+    """A cluster kept full of placeholders (priority -1): the rehearsal predicts the roll
+    succeeds, and lists the placeholders it leaves waiting as spare, not as a failure."""
+    async with live() as w:
+        await fill_with_placeholders(w)
+        code, out = await rehearse(w, tmp_path, "workers", "--json")
+    report = json.loads(out)
+    assert code == 0, report["failures"]
+    assert [r["phase"] for r in report["requests"]] == ["Successful"]
+    assert report["pending"], "the placeholders that were waiting still wait"
+    for p in report["pending"]:
+        assert p["pod"].startswith("default/headroom-") and p["spare"] is True, p

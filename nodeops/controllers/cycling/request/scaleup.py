@@ -125,7 +125,10 @@ async def scaling_up(
                 after=_recheck(env, elapsed),
                 reason="InsufficientCapacity",
             )
-        await env.commit_progress(view, children, {}, phase="CordoningNode", message="")
+        # Placeholders left to wait are said, not hidden: "2 of 40 pods fit ...; 2 of a
+        # negative priority may wait for room".
+        message = fit.message if fit.spare_unplaced else ""
+        await env.commit_progress(view, children, {}, phase="CordoningNode", message=message)
     return None
 
 

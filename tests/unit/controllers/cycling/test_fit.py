@@ -126,6 +126,24 @@ def test_pending_pods_of_a_lower_priority_give_way() -> None:
     assert not check_fit(mine, nodes, pods_of, exclude={"old"}, waiting=same).fits
 
 
+def test_pods_of_a_negative_priority_need_not_fit_and_come_last() -> None:
+    """Placeholders (priority -1) that keep room for an autoscaler: the batch goes on without
+    room for them, and they are given what is left after the pods that need it."""
+    mine = [pod("m0", "old", cpu="1", priority=0)]
+    placeholders = [pod(f"h{i}", "old", cpu="1", priority=-1) for i in range(3)]
+    batch = [*placeholders, *mine]
+    nodes = [node("old"), node("stay", cpu="2")]
+    result = check_fit(batch, nodes, {"old": batch}.get, exclude={"old"})
+    assert (result.fits, result.pods, result.spare_unplaced) == (True, 4, 2)
+    assert result.message == (
+        "2 of 4 pods fit on the ready nodes; 2 of a negative priority may wait for room"
+    )
+    # Without room for the pod that needs it, the batch waits, whatever the placeholders do.
+    full = [pod("busy", "stay", cpu="1500m")]
+    held = check_fit(batch, nodes, {"old": batch, "stay": full}.get, exclude={"old"})
+    assert not held.fits and held.unplaced == ["default/m0"]
+
+
 def test_pending_pods_alike_are_judged_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """A thousand Pending pods of one shape that fit nowhere: the nodes are walked for the
     first only, and again for a pod of another shape."""
