@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodeops.common.selectors import LabelSelector, label_selector_from_object
+from nodeops.controllers.cycling.fit import pod_priority
 from nodeops.rehearse.timings import Workloads
 from nodeops.sim.clock import Clock
 from nodeops.sim.server.app import SimServer
@@ -49,11 +50,6 @@ def _ready(pod: Mapping[str, Any]) -> bool:
         if cond.get("type") == "Ready":
             return bool(cond.get("status") == "True")
     return False
-
-
-def _priority(pod: Mapping[str, Any]) -> int:
-    value = (pod.get("spec") or {}).get("priority")
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _unscheduled(pod: Mapping[str, Any]) -> str:
@@ -315,7 +311,7 @@ class RollRecorder:
                 ready=_ready(obj),
                 workload=self.workloads.of(obj),
                 unscheduled="" if node else _unscheduled(obj),
-                priority=_priority(obj),
+                priority=pod_priority(obj),
             )
             self._pods[key] = pod
             self._on_node.setdefault(pod.node, set()).add(key)

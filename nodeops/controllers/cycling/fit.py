@@ -38,7 +38,15 @@ from nodeops.controllers.cycling.pods import movable
 from nodeops.controllers.cycling.pods import moving as needs_room
 from nodeops.kube import objects as o
 
-__all__ = ["FitResult", "Neighbours", "check_fit", "neighbours", "node_is_ready"]
+__all__ = [
+    "SPARE_BELOW",
+    "FitResult",
+    "Neighbours",
+    "check_fit",
+    "neighbours",
+    "node_is_ready",
+    "pod_priority",
+]
 
 Obj = Mapping[str, Any]
 
@@ -352,13 +360,13 @@ def check_fit(
     first = sorted((p for p in moving if needs_room(p)), key=_requests, reverse=True)
     own = sorted((p for p in batch_pods if movable(p)), key=_requests, reverse=True)
     result = FitResult(True, len(first) + len(own), moving=len(first))
-    spare = [p for p in (*first, *own) if _priority(p) < SPARE_BELOW]
+    spare = [p for p in (*first, *own) if pod_priority(p) < SPARE_BELOW]
     if spare:
-        first = [p for p in first if _priority(p) >= SPARE_BELOW]
-        own = [p for p in own if _priority(p) >= SPARE_BELOW]
-    lowest = min((_priority(p) for p in (*first, *own)), default=0)
+        first = [p for p in first if pod_priority(p) >= SPARE_BELOW]
+        own = [p for p in own if pod_priority(p) >= SPARE_BELOW]
+    lowest = min((pod_priority(p) for p in (*first, *own)), default=0)
     queued = sorted(
-        (p for p in waiting if needs_room(p) and _priority(p) >= lowest),
+        (p for p in waiting if needs_room(p) and pod_priority(p) >= lowest),
         key=_requests,
         reverse=True,
     )
@@ -393,7 +401,7 @@ so a roll may leave them waiting for room, as the scheduler would; requiring the
 again held every batch of a cluster kept full of placeholders until the scale-up limit."""
 
 
-def _priority(pod: Obj) -> int:
+def pod_priority(pod: Obj) -> int:
     value = (pod.get("spec") or {}).get("priority")
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
