@@ -317,30 +317,38 @@ async def _racked(w: World) -> None:
     for i, n in enumerate(nodes):
         body = {"metadata": {"labels": {"example.com/rack": f"r{i}"}}}
         await w.client.patch(NODES, n["metadata"]["name"], body)
-    labels = {"app": "racked"}
     spread = {
         "maxSkew": 1,
         "topologyKey": "example.com/rack",
         "whenUnsatisfiable": "DoNotSchedule",
-        "labelSelector": {"matchLabels": labels},
+        "labelSelector": {"matchLabels": {"app": "racked"}},
     }
     container = {"name": "app", "image": "nginx:1.27"}
-    template = {
-        "metadata": {"labels": labels},
-        "spec": {"containers": [container], "topologySpreadConstraints": [spread]},
-    }
+    await _two_placed(
+        w, "racked", {"containers": [container], "topologySpreadConstraints": [spread]}
+    )
+
+
+async def _two_placed(w: World, name: str, spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """A Deployment of two pods in "shop" (label `app=<name>`), once both are placed."""
+    assert w.client is not None
+    labels = {"app": name}
     body = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": "racked", "namespace": "shop"},
-        "spec": {"replicas": 2, "selector": {"matchLabels": labels}, "template": template},
+        "metadata": {"name": name, "namespace": "shop"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": spec},
+        },
     }
     await w.client.create(DEPLOYMENTS, body)
     async with asyncio.timeout(30):
         while True:  # the live cluster's own pace; nothing to watch for but its pods
-            pods, _ = await w.client.list(PODS, "shop", label_selector="app=racked")
+            pods, _ = await w.client.list(PODS, "shop", label_selector=f"app={name}")
             if len(pods) == 2 and all(p["spec"].get("nodeName") for p in pods):
-                break
+                return pods
             await asyncio.sleep(0.1)
 
 
@@ -406,27 +414,9 @@ async def test_pods_keep_the_priority_of_their_class_in_the_copy(tmp_path: Path)
             await w.client.create(
                 PRIORITYCLASSES, {**body, "metadata": {"name": name}, "value": value}
             )
-        labels = {"app": "balloon"}
-        template = {
-            "metadata": {"labels": labels},
-            "spec": {
-                "priorityClassName": "placeholder",
-                "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}],
-            },
-        }
-        body = {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": "balloon", "namespace": "shop"},
-            "spec": {"replicas": 2, "selector": {"matchLabels": labels}, "template": template},
-        }
-        await w.client.create(DEPLOYMENTS, body)
-        async with asyncio.timeout(30):
-            while True:  # the live cluster's own pace; nothing to watch for but its pods
-                pods, _ = await w.client.list(PODS, "shop", label_selector="app=balloon")
-                if len(pods) == 2 and all(p["spec"].get("nodeName") for p in pods):
-                    break
-                await asyncio.sleep(0.1)
+        container = {"name": "app", "image": "registry.k8s.io/pause:3.10"}
+        spec = {"priorityClassName": "placeholder", "containers": [container]}
+        pods = await _two_placed(w, "balloon", spec)
         assert {p["spec"]["priority"] for p in pods} == {-10}
         await w.client.delete(PRIORITYCLASSES, "placeholder")
         code, out = await rehearse(w, tmp_path, "workers", "--json")
