@@ -7,8 +7,11 @@ CPU, memory and pod count, whose taints they tolerate and whose labels match the
 and required node affinity; then, as kube-scheduler filters after the resource fit, held to
 their `DoNotSchedule` topology spread and required pod affinity and anti-affinity (and to the
 anti-affinity of the pods that stay), judged as the cluster will stand once the batch has
-drained. This is a conservative approximation of the scheduler (first fit, no volumes, no
-preemption): when it says no, cycling waits for more capacity instead of guessing.
+drained. The room of the pods of a negative priority (`SPARE_BELOW`, an autoscaler's
+placeholders) counts as free for the others, since the scheduler preempts them for any of
+those; its preemption of any other pod is not counted on. This is a conservative approximation
+of the scheduler (first fit, no volumes): when it says no, cycling waits for more capacity
+instead of guessing.
 """
 
 from __future__ import annotations
@@ -75,6 +78,10 @@ def _requests(pod: Obj) -> tuple[int, int]:
 
 @dataclass
 class _Room:
+    """A node's room. `cpu`, `mem` and `pods` are what the pods of the default priority or
+    above leave; the spare pods (`SPARE_BELOW`) on it, there already or placed by the check,
+    are held apart: the scheduler preempts them for any pod that needs their room."""
+
     name: str
     node: Obj
     labels: Mapping[str, str]
@@ -82,6 +89,30 @@ class _Room:
     cpu: int
     mem: int
     pods: int
+    spare: list[tuple[int, int]] = field(default_factory=list)
+
+    def free(self, preempting: bool) -> tuple[int, int, int]:
+        """The room left for a pod: all of it but the spare pods' for one that preempts them,
+        what they leave for one that does not."""
+        if preempting:
+            return self.cpu, self.mem, self.pods
+        return (
+            self.cpu - sum(c for c, _ in self.spare),
+            self.mem - sum(m for _, m in self.spare),
+            self.pods - len(self.spare),
+        )
+
+    def preempted(self) -> int:
+        """How many of its spare pods lose their place to the pods put here, largest first,
+        as few as make room."""
+        held = sorted(self.spare, reverse=True)
+        while held and (
+            sum(c for c, _ in held) > self.cpu
+            or sum(m for _, m in held) > self.mem
+            or len(held) > self.pods
+        ):
+            held.pop(0)
+        return len(self.spare) - len(held)
 
 
 @dataclass
@@ -98,16 +129,24 @@ class FitResult:
     spare_unplaced: int = 0
     """Of `pods`, those of a negative priority (`SPARE_BELOW`) that found no room: they may
     wait, and the batch goes on without them."""
+    preempted: int = 0
+    """Pods of a negative priority on the ready nodes whose room the pods placed take: the
+    scheduler preempts them, and they wait in turn. Not counted in `pods`."""
 
     @property
     def message(self) -> str:
         if self.fits:
+            placed = self.pods - self.spare_unplaced
+            text = (
+                f"{placed} of {self.pods} pods fit on the ready nodes"
+                if self.spare_unplaced
+                else f"{self.pods} pods fit on the ready nodes"
+            )
+            if self.preempted:
+                text += f", in the room of {self.preempted} of a negative priority"
             if self.spare_unplaced:
-                return (
-                    f"{self.pods - self.spare_unplaced} of {self.pods} pods fit on the ready "
-                    f"nodes; {self.spare_unplaced} of a negative priority may wait for room"
-                )
-            return f"{self.pods} pods fit on the ready nodes"
+                text += f"; {self.spare_unplaced} of a negative priority may wait for room"
+            return text
         first = self.unplaced[0]
         counted = []
         if self.moving:
@@ -132,9 +171,13 @@ def _scheduling_taints(node: Obj) -> list[Obj]:
 def _room(node: Obj, pods_on_node: Iterable[Obj]) -> _Room:
     alloc = (node.get("status") or {}).get("allocatable") or {}
     cpu, mem, count = cpu_millis(alloc.get("cpu")), units(alloc.get("memory")), 0
+    spare: list[tuple[int, int]] = []
     for pod in pods_on_node:
         phase = (pod.get("status") or {}).get("phase")
         if phase in ("Succeeded", "Failed"):
+            continue
+        if pod_priority(pod) < SPARE_BELOW:
+            spare.append(_requests(pod))
             continue
         c, m = _requests(pod)
         cpu -= c
@@ -142,7 +185,14 @@ def _room(node: Obj, pods_on_node: Iterable[Obj]) -> _Room:
         count += 1
     max_pods = units(alloc.get("pods")) if alloc.get("pods") is not None else 110
     return _Room(
-        o.name(node), node, o.labels(node), _scheduling_taints(node), cpu, mem, max_pods - count
+        o.name(node),
+        node,
+        o.labels(node),
+        _scheduling_taints(node),
+        cpu,
+        mem,
+        max_pods - count,
+        spare,
     )
 
 
@@ -325,36 +375,48 @@ def check_fit(
         return rooms[i]
 
     def place(pod: Obj) -> str | None:
-        """Room taken for `pod` on the first node that has it; else why none has."""
+        """Room taken for `pod` on the first node that has it; else why none has. As the
+        scheduler preempts only where no node has room: the room placeholders hold is taken
+        only when no node has any other."""
         cpu, mem = _requests(pod)
         spec = pod.get("spec") or {}
+        spare = pod_priority(pod) < SPARE_BELOW
+        may_preempt = not spare and spec.get("preemptionPolicy") != "Never"
         tolerations = spec.get("tolerations") or ()
         interpod = neighbours.check(pod) if neighbours is not None else None
         why = (
             "no ready schedulable nodes" if room_at(0) is None else "not enough cpu, memory or pods"
         )
-        i = 0
-        while (room := room_at(i)) is not None:
-            i += 1
-            if not node_matches_affinity(spec, room.node):
-                why = "node selector or affinity matches no ready node with room"
-                continue
-            if untolerated_taint(room.taints, tolerations) is not None:
-                why = "untolerated taints on the ready nodes with room"
-                continue
-            if room.cpu < cpu or room.mem < mem or room.pods < 1:
-                continue
-            if interpod is not None:
-                refused = interpod.reason(room.labels)
-                if refused is not None:
-                    why = refused
+        for preempting in (False, True) if may_preempt else (False,):
+            # The first pass read every node: with no placeholder on any, nothing is left.
+            if preempting and not any(r.spare for r in rooms):
+                break
+            i = 0
+            while (room := room_at(i)) is not None:
+                i += 1
+                if not node_matches_affinity(spec, room.node):
+                    why = "node selector or affinity matches no ready node with room"
                     continue
-            room.cpu -= cpu
-            room.mem -= mem
-            room.pods -= 1
-            if neighbours is not None:
-                neighbours.place(pod, room.name)
-            return None
+                if untolerated_taint(room.taints, tolerations) is not None:
+                    why = "untolerated taints on the ready nodes with room"
+                    continue
+                free_cpu, free_mem, free_pods = room.free(preempting)
+                if free_cpu < cpu or free_mem < mem or free_pods < 1:
+                    continue
+                if interpod is not None:
+                    refused = interpod.reason(room.labels)
+                    if refused is not None:
+                        why = refused
+                        continue
+                if spare:
+                    room.spare.append((cpu, mem))
+                else:
+                    room.cpu -= cpu
+                    room.mem -= mem
+                    room.pods -= 1
+                if neighbours is not None:
+                    neighbours.place(pod, room.name)
+                return None
         return why
 
     first = sorted((p for p in moving if needs_room(p)), key=_requests, reverse=True)
@@ -390,6 +452,7 @@ def check_fit(
     for pod in sorted(spare, key=_requests, reverse=True):
         if place(pod) is not None:
             result.spare_unplaced += 1
+    result.preempted = sum(room.preempted() for room in rooms)
     return result
 
 

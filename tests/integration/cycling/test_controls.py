@@ -563,15 +563,18 @@ async def test_a_pod_the_scheduler_turned_down_holds_nothing() -> None:
         assert not (await w.client.get(PODS, "gpu", "default"))["spec"].get("nodeName")
 
 
-async def test_a_cluster_kept_full_of_placeholders_is_rolled() -> None:
+@pytest.mark.parametrize("waiting", [4, 40])
+async def test_a_cluster_kept_full_of_placeholders_is_rolled(waiting: int) -> None:
     """Placeholder pods of priority -1, as an autoscaler's overprovisioning runs them, fill
-    every node's spare room, and a few wait for more. The new nodes' room goes to the waiting
-    ones as soon as they are Ready, so the batches' own placeholders cannot all be placed
-    again: the roll goes on without them (they wait, as the scheduler's preemption would
-    leave them), where it used to hold every batch until the scale-up limit."""
+    every node's spare room, and more wait. The new nodes' room goes to the waiting ones as
+    soon as they are Ready. With a few waiting, the batches' own placeholders cannot all be
+    placed again: the roll goes on without them (they wait, as the scheduler's preemption
+    would leave them). With a crowd waiting, the new nodes are full of placeholders when the
+    batch is checked: their room is the batch's all the same, since the scheduler preempts
+    them. Either used to hold every batch until the scale-up limit."""
     async with world(scenario(4), settings={"scale_up_limit": 120.0}) as w:
         assert w.client is not None
-        await fill_with_placeholders(w)
+        await fill_with_placeholders(w, waiting=waiting)
         await w.create_request(request("roll", GROUP, cycleSettings={"concurrency": 2}))
         done = await wait_phase(w, "roll", ("Successful", "Failed"), timeout=240)
         assert done["status"]["phase"] == "Successful", done["status"].get("message")

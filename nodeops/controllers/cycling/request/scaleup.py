@@ -125,9 +125,9 @@ async def scaling_up(
                 after=_recheck(env, elapsed),
                 reason="InsufficientCapacity",
             )
-        # Placeholders left to wait are said, not hidden: "2 of 40 pods fit ...; 2 of a
-        # negative priority may wait for room".
-        message = fit.message if fit.spare_unplaced else ""
+        # Placeholders preempted or left to wait are said, not hidden: "38 of 40 pods fit
+        # ..., in the room of 6 of a negative priority; 2 of a negative priority may wait".
+        message = fit.message if fit.spare_unplaced or fit.preempted else ""
         await env.commit_progress(view, children, {}, phase="CordoningNode", message=message)
     return None
 

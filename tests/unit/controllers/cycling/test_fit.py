@@ -144,6 +144,40 @@ def test_pods_of_a_negative_priority_need_not_fit_and_come_last() -> None:
     assert not held.fits and held.unplaced == ["default/m0"]
 
 
+def test_placeholders_on_the_ready_nodes_give_their_room_to_the_pods_that_need_it() -> None:
+    """The new node is full of placeholders (priority -1) that took its room while they
+    waited: the batch's pods fit in it all the same, since the scheduler preempts them, and
+    the message says how many lose their place. A pod that may not preempt
+    (`preemptionPolicy: Never`) and a placeholder of the batch get only the room left."""
+    mine = [pod(f"m{i}", "old", cpu="1") for i in range(3)]
+    placeholders = [pod(f"h{i}", "new", cpu="1", priority=-1) for i in range(4)]
+    nodes = [node("old"), node("new", cpu="4")]
+    on = {"old": mine, "new": placeholders}.get
+    result = check_fit(mine, nodes, on, exclude={"old"})
+    assert (result.fits, result.pods, result.preempted, result.spare_unplaced) == (True, 3, 3, 0)
+    assert (
+        result.message == "3 pods fit on the ready nodes, in the room of 3 of a negative priority"
+    )
+    # Room no placeholder holds is taken first, on any node: one more free core, one fewer
+    # victim; two more on a node further on, one victim.
+    roomier = check_fit(mine, [node("old"), node("new", cpu="5")], on, exclude={"old"})
+    assert (roomier.fits, roomier.preempted) == (True, 2)
+    further = check_fit(mine, [*nodes, node("last", cpu="2")], on, exclude={"old"})
+    assert (further.fits, further.preempted) == (True, 1)
+
+    patient = [pod("never", "old", cpu="1", preemptionPolicy="Never")]
+    held = check_fit(patient, nodes, {"old": patient, "new": placeholders}.get, exclude={"old"})
+    assert not held.fits and held.unplaced == ["default/never"]
+
+    spare = [pod("h-old", "old", cpu="1", priority=-1)]
+    waits = check_fit(spare, nodes, {"old": spare, "new": placeholders}.get, exclude={"old"})
+    assert (waits.fits, waits.spare_unplaced, waits.preempted) == (True, 1, 0)
+    # Pods of the default priority already there keep their room.
+    busy = [pod(f"b{i}", "new", cpu="1") for i in range(2)]
+    full = check_fit(mine, nodes, {"old": mine, "new": [*busy, *placeholders]}.get, exclude={"old"})
+    assert not full.fits and len(full.unplaced) == 1
+
+
 def test_pending_pods_alike_are_judged_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """A thousand Pending pods of one shape that fit nowhere: the nodes are walked for the
     first only, and again for a pod of another shape."""
