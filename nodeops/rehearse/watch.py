@@ -10,6 +10,7 @@ real control plane) watches feed it the same changes through `observe`, a moment
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -163,6 +164,7 @@ class RollRecorder:
         self._children_failed = 0
         self.requests: dict[str, Request] = {}
         self.pending_before: set[Key] = set()
+        self._pending_per_workload: Counter[str] = Counter()
         self.settling = {"pods_created": 0, "pods_deleted": 0}
         """Pods the copy's own controllers made or deleted between its loading (`loaded`) and
         the roll: 0 when the copy agrees with the cluster it was taken from."""
@@ -214,6 +216,9 @@ class RollRecorder:
         for workload in self.desired:
             self.lowest_ready[workload] = self._share(workload)
         self.pending_before = {k for k, p in self._pods.items() if not p.node and not p.deleting}
+        self._pending_per_workload = Counter(
+            w for k in self.pending_before if (w := self._pods[k].workload) is not None
+        )
 
     def ready_pods(self) -> int:
         return sum(1 for p in self._pods.values() if p.ready)
@@ -431,14 +436,27 @@ class RollRecorder:
 
     def pending(self) -> list[tuple[str, str, bool, int]]:
         """Pods left without a node: `namespace/name`, the scheduler's reason, whether the
-        pod was already pending before the roll, and its priority."""
+        pod stands for one already pending before the roll, and its priority.
+
+        A workload's replicas are alike: one Pending before the roll may be placed on a new
+        node while another replica, evicted, takes its turn to wait. So a pod stands for one
+        pending before if it is that pod, or a replica of a workload that had as many Pending
+        then as now; only the rest are the roll's doing."""
+        left = sorted(
+            (key, pod) for key, pod in self._pods.items() if not pod.node and not pod.deleting
+        )
+        allowance = Counter(self._pending_per_workload)
+        for key, pod in left:
+            if key in self.pending_before and pod.workload is not None:
+                allowance[pod.workload] -= 1
         out = []
-        for key, pod in self._pods.items():
-            if pod.node or pod.deleting:
-                continue
-            name = f"{key[0]}/{key[1]}"
-            out.append((name, self._reason(key), key in self.pending_before, pod.priority))
-        return sorted(out)
+        for key, pod in left:
+            before = key in self.pending_before
+            if not before and pod.workload is not None and allowance[pod.workload] > 0:
+                allowance[pod.workload] -= 1
+                before = True
+            out.append((f"{key[0]}/{key[1]}", self._reason(key), before, pod.priority))
+        return out
 
     def _reason(self, key: Key) -> str:
         pod = self._pods.get(key)

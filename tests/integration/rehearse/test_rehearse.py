@@ -378,6 +378,53 @@ async def test_pods_spread_over_a_label_the_new_nodes_lack_hold_the_last_batch(
     assert "shop/racked-" in held["reason"] and "missing required label" in held["reason"]
 
 
+async def test_a_replica_waiting_in_turn_is_no_new_pending_pod(tmp_path: Path) -> None:
+    """One pod per node (required anti-affinity on the hostname), one replica more than the
+    nodes: one waits before the roll. It takes the first new node, and a replica evicted
+    later waits in its place: the same workload as short as before, which the roll did not
+    make worse. The report says so and predicts no failure."""
+    async with live(waitForCapacity=False) as w:
+        assert w.client is not None
+        nodes, _ = await w.client.list(NODES)
+        labels = {"app": "one-per-node"}
+        term = {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}
+        spec = {
+            "containers": [{"name": "app", "image": "nginx:1.27"}],
+            "affinity": {
+                "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+            },
+        }
+        body = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "one-per-node", "namespace": "shop"},
+            "spec": {
+                "replicas": len(nodes) + 1,
+                "selector": {"matchLabels": labels},
+                "template": {"metadata": {"labels": labels}, "spec": spec},
+            },
+        }
+        await w.client.create(DEPLOYMENTS, body)
+        async with asyncio.timeout(30):
+            while True:  # the live cluster's own pace; nothing to watch for but its pods
+                pods, _ = await w.client.list(PODS, "shop", label_selector="app=one-per-node")
+                if (
+                    len(pods) == len(nodes) + 1
+                    and sum(not p["spec"].get("nodeName") for p in pods) == 1
+                ):
+                    break
+                await asyncio.sleep(0.1)
+        waiting_before = next(p["metadata"]["name"] for p in pods if not p["spec"].get("nodeName"))
+        code, out = await rehearse(w, tmp_path, "workers", "--json")
+    report = json.loads(out)
+    assert code == 0, report["failures"]
+    mine = [p for p in report["pending"] if p["pod"].startswith("shop/one-per-node-")]
+    assert len(mine) == 1, report["pending"]
+    assert mine[0]["already_pending"] is True
+    # Not the pod that waited before: it was placed, and an evicted replica waits instead.
+    assert mine[0]["pod"] != f"shop/{waiting_before}"
+
+
 async def test_pods_spread_over_a_label_the_new_nodes_lack_are_predicted_pending(
     tmp_path: Path,
 ) -> None:
