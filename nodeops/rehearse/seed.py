@@ -219,8 +219,18 @@ def copy_snapshot(
         name = ns["metadata"]["name"]
         if name not in BUILTIN_NAMESPACES:
             _create(server, _stripped(ns, NAMESPACES))
+    # A pod without a class was made when no class was the default, at priority 0: the
+    # default class is made the default only once the pods are in, or the copy's admission
+    # would give them its priority. The pods that name it need it there before them.
+    defaults: list[Obj] = []
     for pc in _priority_classes(snapshot):
-        _create(server, pc)  # the system classes are there already
+        if pc.get("globalDefault"):
+            pc = {**pc, "globalDefault": False}
+            made_default = _create(server, pc)
+            if made_default is not None:
+                defaults.append(made_default)
+        else:
+            _create(server, pc)  # the system classes are there already
 
     nodes = snapshot.of(NODES)
     group_of: dict[str, str] = {}
@@ -373,6 +383,8 @@ def copy_snapshot(
                 copied.pods_to_start += 1
                 _running_as_seen(server, made, pod)
     copied.desired.update(ds_pods)
+    for pc in defaults:
+        server.update({**pc, "globalDefault": True})
     return copied
 
 

@@ -181,6 +181,12 @@ class SimServer:
         rt, ns = self._type_of(obj)
         return self.registry.create(rt, ns, obj)
 
+    def update(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Replace an object in-process; same rules as a PUT."""
+        rt, ns = self._type_of(obj)
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        return self.registry.update(rt, ns, name, obj)
+
     def update_status(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Write an object's status in-process; same rules as a PUT of its status."""
         rt, ns = self._type_of(obj)
