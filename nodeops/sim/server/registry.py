@@ -445,14 +445,13 @@ class Registry:
         apply_create_defaults(rt.group, rt.kind, obj)
         if rt.kind == "Pod" and rt.group == "":
             admit_pod_priority(obj, self._priority_class, self._priority_classes)
-        elif rt.plural == "priorityclasses" and rt.group == "scheduling.k8s.io":
-            check_one_default(obj, self._priority_classes())
         if rt.kind == "Service" and rt.group == "":
             existing = (self.decode(rt, e) for e in self.store.bucket(rt.storage_key).entries(None))
             serviceips.allocate(obj.setdefault("spec", {}), existing, self.rng)
         self._custom_schema(rt, obj, name)
         self._validate(rt, obj, name)
         _raise_invalid(rt, name, validation.validate_create(rt, obj))
+        self._validating_admission(rt, obj)
         if rt.kind == "CustomResourceDefinition":
             self._crd_accept(obj)
         if dry_run:
@@ -609,6 +608,7 @@ class Registry:
                 new["spec"] = old.get("spec", {})
             self._custom_schema(rt, new, name, old)
             self._validate(rt, new, name)
+            self._validating_admission(rt, new)
             if rt.kind == "CustomResourceDefinition":
                 self._crd_accept(new)
             if _has_generation(rt) and _without(new, "metadata", "status") != _without(
@@ -631,6 +631,12 @@ class Registry:
         if rt.kind == "CustomResourceDefinition":
             self._crd_established(new)
         return new
+
+    def _validating_admission(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        """The validating admission plugins, which kube-apiserver runs after the object's own
+        validation, on a create or an update alike."""
+        if rt.plural == "priorityclasses" and rt.group == "scheduling.k8s.io":
+            check_one_default(obj, self._priority_classes())
 
     def _pod_update_causes(
         self, old: dict[str, Any], new: dict[str, Any]

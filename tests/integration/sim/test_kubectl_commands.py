@@ -289,6 +289,16 @@ async def test_priority_classes_as_kube_apiserver_serves_them(kubectl: Kubectl) 
     assert (
         "PriorityClass serving is already marked as default. Only one default can exist" in refused
     )
+    # Marking another class the default is refused as making one is; the default itself may
+    # be written again.
+    refused = await k.run(
+        "patch", "priorityclass", "batch", "-p", '{"globalDefault": true}', ok=False
+    )
+    assert (
+        'priorityclasses.scheduling.k8s.io "batch" is forbidden: PriorityClass serving is '
+        "already marked as default. Only one default can exist" in refused
+    )
+    await k.run("patch", "priorityclass", "serving", "-p", '{"description": "web"}')
     refused = await k.run("patch", "priorityclass", "batch", "-p", '{"value": 5}', ok=False)
     assert "Value: Forbidden: may not be changed in an update." in refused
     await k.run("run", "job", "--image=nginx:1.27", "--restart=Never")
