@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -255,6 +256,19 @@ class PlacedPods:
                 del per_node[node]
                 if not per_node:
                     del self._anti[terms]
+
+    @contextmanager
+    def without(self, keys: Iterable[Key]) -> Iterator[None]:
+        """The pods of `keys` taken away for a while, as kube-scheduler's preemption takes its
+        victims away to see whether a pod's inter-pod rules let it in without them."""
+        taken = [(key, self._where[key]) for key in keys if key in self._where]
+        for key, _ in taken:
+            self.remove(key)
+        try:
+            yield
+        finally:
+            for key, (node, pod) in taken:
+                self.add(key, node, pod)
 
     def namespaces(self) -> Iterable[str]:
         return self._by_ns.keys()

@@ -10,15 +10,18 @@ refusal preemption can resolve are candidates; on each, every pod of a lower pri
 taken away and, if the pod then fits, as many as can be are given back, the most important
 first and those whose budget would be broken before the others; of the candidates, the node
 that breaks the fewest budgets wins, then the one whose most important victim matters least,
-then the smallest sum of priorities, the fewest victims, the latest-started victims. What is
-simpler here: every node is a candidate (kube-scheduler stops after a sample of them), and a
-node is judged on its resources and pod count only, with the inter-pod rules of the pods
-that stay: a node refused for anti-affinity or spread is not one preemption can help here.
+then the smallest sum of priorities, the fewest victims, the latest-started victims. A node
+refused for the pod's anti-affinity, another pod's anti-affinity or a spread's skew is one
+preemption can help: its pods are taken away and given back as for room, the inter-pod rules
+judged without those that are gone. What is simpler here: every node is a candidate
+(kube-scheduler stops after a sample of them), and a node the inter-pod rules let the pod
+onto now is judged on its resources alone (a victim that a required affinity counts on is
+not kept for it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from nodeops.common.interpod import AFFINITY, SPREAD_MISSING_LABEL
@@ -172,26 +175,34 @@ def select_victims(
     usage: NodeUsage,
     lower: Sequence[Victim],
     budgets: Budgets,
+    rules_pass_without: Callable[[Sequence[Victim]], bool] | None = None,
 ) -> Candidate | None:
     """The fewest pods of `lower` (all of a lower priority than the pod, on `node`, whose
     pods use `usage`) whose going lets a pod of `requests` fit; None if all of them going
-    would not be enough."""
+    would not be enough. `rules_pass_without(gone)`: whether the pod's inter-pod rules let it
+    onto the node once the pods `gone` are, for a node they refuse it now."""
     left = NodeUsage(dict(usage.requested), usage.pods, usage.nonzero_cpu, usage.nonzero_memory)
     for v in lower:
         left.remove(v.requests)
     if resource_filter(requests, allocatable, left) is not None:
         return None
+    if rules_pass_without is not None and not rules_pass_without(lower):
+        return None
     ordered = sorted(lower, key=lambda v: (-v.priority, v.started))
     breaking, others = budgets.split(ordered)
+    sequence = [(v, True) for v in breaking] + [(v, False) for v in others]
     chosen = Candidate(node)
-    for group, breaks in ((breaking, True), (others, False)):
-        for v in group:
-            left.add(v.requests)
-            if resource_filter(requests, allocatable, left) is None:
-                continue
-            left.remove(v.requests)
-            chosen.victims.append(v)
-            chosen.broken_budgets += breaks
+    for i, (v, breaks) in enumerate(sequence):
+        # Given back, while those not yet weighed stay away, as kube-scheduler reprieves.
+        left.add(v.requests)
+        if resource_filter(requests, allocatable, left) is None and (
+            rules_pass_without is None
+            or rules_pass_without([*chosen.victims, *(w for w, _ in sequence[i + 1 :])])
+        ):
+            continue
+        left.remove(v.requests)
+        chosen.victims.append(v)
+        chosen.broken_budgets += breaks
     return chosen
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import functools
 import logging
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import orjson
@@ -37,6 +38,7 @@ from nodeops.sim.cluster.preemption import (
     pick,
     priority,
     select_victims,
+    unresolvable,
     victim,
 )
 from nodeops.sim.cluster.runtime import supervise
@@ -568,18 +570,34 @@ class Scheduler:
         for info in infos:
             if info.static_reason(static_key, pod) is not None:
                 continue
-            if interpod is not None and interpod.reason(info.labels) is not None:
+            refused = interpod.reason(info.labels) if interpod is not None else None
+            if refused is not None and unresolvable(refused):
                 continue
             lower = self._lower(info.name, prio)
             if not lower:
                 continue
             usage = held.get(info.name) or self._usage.get(info.name) or NodeUsage()
-            chosen = select_victims(info.name, requests, info.alloc, usage, lower, budgets)
+            chosen = select_victims(
+                info.name,
+                requests,
+                info.alloc,
+                usage,
+                lower,
+                budgets,
+                None if refused is None else functools.partial(self._rules_pass, pod, info),
+            )
             if chosen is not None:
                 candidates.append(chosen)
         if not candidates:
             return nothing_to_preempt(len(infos), reasons), None
         return "", pick(candidates)
+
+    def _rules_pass(self, pod: Obj, info: _NodeInfo, gone: Sequence[Victim]) -> bool:
+        """Whether `pod`'s inter-pod rules, and those of the pods that stay, let it onto
+        `info`'s node once the pods `gone` are."""
+        with self._placed.without(v.key for v in gone):
+            interpod = self._interpod_check(pod)
+            return interpod is None or interpod.reason(info.labels) is None
 
     def _nominate(self, key: Key, pod: Obj, requests: dict[str, int], node: str) -> None:
         """Hold `node`'s room for the pod; pods of a lower priority waiting for the same node

@@ -105,3 +105,104 @@ def test_a_nominated_pod_keeps_its_room_from_pods_of_no_higher_priority() -> Non
     assert sched.select_node(higher)[0] == "n1"
     # The preemptor itself is not kept out of its own room.
     assert sched._fits_on("n1", preemptor, pod_requests(preemptor))
+
+
+def _on(
+    sched: Any, name: str, node_name: str, prio: int, cpu: str = "100m", **spec: Any
+) -> dict[str, Any]:
+    """A pod bound to `node_name`, as the scheduler's pod informer hands it over."""
+    p = pod(name, cpu=cpu)
+    p["metadata"]["labels"] = {"app": name.rstrip("0123456789")}
+    p["spec"].update(spec, nodeName=node_name, priority=prio)
+    p["status"] = {"phase": "Running", "startTime": "2026-01-01T00:00:00Z"}
+    sched.pods._upsert(p)
+    return p
+
+
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def _away_from(app: str) -> dict[str, Any]:
+    term = {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": HOSTNAME}
+    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+
+
+def test_pods_in_the_way_of_anti_affinity_are_preempted() -> None:
+    """Room on every node, but each runs a pod the preemptor's anti-affinity keeps it from
+    (or whose own anti-affinity keeps it out): the one of a lower priority goes, as
+    kube-scheduler preempts for the inter-pod rules it can resolve."""
+    nodes = [node(f"n{i}", labels={HOSTNAME: f"n{i}"}) for i in range(3)]
+    sched = _scheduler(nodes)
+    _on(sched, "guard0", "n0", 1000)
+    _on(sched, "guard1", "n1", 1000)
+    _on(sched, "guard2", "n2", 5)
+    _on(sched, "filler2", "n2", 5)
+    preemptor = pod("preemptor", affinity=_away_from("guard"))
+    preemptor["metadata"]["labels"] = {"app": "web"}
+    preemptor["spec"]["priority"] = 100
+    chosen, reasons = sched.select_node(preemptor)
+    assert chosen is None
+    assert reasons == {"node(s) didn't match pod anti-affinity rules": 3}
+    why, candidate = sched._preemption(
+        ("default", "preemptor"), preemptor, pod_requests(preemptor), reasons
+    )
+    assert why == "" and candidate is not None
+    # Only the pod in the way goes; the filler beside it stays.
+    assert (candidate.node, [v.key[1] for v in candidate.victims]) == ("n2", ["guard2"])
+
+    # The other way round: a low-priority pod's own anti-affinity keeps "web" off n0.
+    sched = _scheduler(nodes[:1])
+    _on(sched, "loner0", "n0", 5, affinity=_away_from("web"))
+    chosen, reasons = sched.select_node(preemptor)
+    assert reasons == {"node(s) didn't satisfy existing pods anti-affinity rules": 1}
+    _, candidate = sched._preemption(
+        ("default", "preemptor"), preemptor, pod_requests(preemptor), reasons
+    )
+    assert candidate is not None and [v.key[1] for v in candidate.victims] == ["loner0"]
+
+
+def test_no_pod_of_a_lower_priority_in_the_way_means_no_victims() -> None:
+    sched = _scheduler([node("n0", labels={HOSTNAME: "n0"})])
+    _on(sched, "guard0", "n0", 1000)
+    _on(sched, "filler0", "n0", 5)
+    preemptor = pod("preemptor", affinity=_away_from("guard"))
+    preemptor["spec"]["priority"] = 100
+    _, reasons = sched.select_node(preemptor)
+    why, candidate = sched._preemption(
+        ("default", "preemptor"), preemptor, pod_requests(preemptor), reasons
+    )
+    assert candidate is None
+    assert why == "0/1 nodes are available: 1 No preemption victims found for incoming pod."
+    # Taking the pods away to judge the node left them placed.
+    assert sched.select_node(preemptor)[1] == reasons
+
+
+def test_pods_that_skew_a_spread_are_preempted() -> None:
+    """n1 has no room (a pod of a higher priority fills it); n0 has room but two replicas
+    already, past a skew of 1: both go, as only then does the pod keep the spread."""
+    nodes = [node(f"n{i}", labels={HOSTNAME: f"n{i}"}) for i in range(2)]
+    sched = _scheduler(nodes)
+    _on(sched, "web0", "n0", 5)
+    _on(sched, "web1", "n0", 5)
+    _on(sched, "hog1", "n1", 1000, cpu="4")
+    preemptor = pod("preemptor")
+    preemptor["metadata"]["labels"] = {"app": "web"}
+    preemptor["spec"]["priority"] = 100
+    preemptor["spec"]["topologySpreadConstraints"] = [
+        {
+            "maxSkew": 1,
+            "topologyKey": HOSTNAME,
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "web"}},
+        }
+    ]
+    _, reasons = sched.select_node(preemptor)
+    assert reasons == {
+        "node(s) didn't match pod topology spread constraints": 1,
+        "Insufficient cpu": 1,
+    }
+    _, candidate = sched._preemption(
+        ("default", "preemptor"), preemptor, pod_requests(preemptor), reasons
+    )
+    assert candidate is not None and candidate.node == "n0"
+    assert sorted(v.key[1] for v in candidate.victims) == ["web0", "web1"]
