@@ -563,7 +563,7 @@ async def test_a_pod_the_scheduler_turned_down_holds_nothing() -> None:
         assert not (await w.client.get(PODS, "gpu", "default"))["spec"].get("nodeName")
 
 
-@pytest.mark.parametrize("waiting", [4, 40])
+@pytest.mark.parametrize("waiting", [4, 12])
 async def test_a_cluster_kept_full_of_placeholders_is_rolled(waiting: int) -> None:
     """Placeholder pods of priority -1, as an autoscaler's overprovisioning runs them, fill
     every node's spare room, and more wait. The new nodes' room goes to the waiting ones as
