@@ -365,6 +365,10 @@ def check_fit(
         and o.deletion_timestamp(n) is None
     )
     rooms: list[_Room] = []
+    # Once a walk without preemption has found no room on any node: the most any node has
+    # without taking a placeholder's (it only shrinks from there), so that the pods after it
+    # in a cluster full of placeholders do not walk every node twice each.
+    unclaimed: list[tuple[int, int, int]] = []
 
     def room_at(i: int) -> _Room | None:
         while len(rooms) <= i:
@@ -388,9 +392,19 @@ def check_fit(
             "no ready schedulable nodes" if room_at(0) is None else "not enough cpu, memory or pods"
         )
         for preempting in (False, True) if may_preempt else (False,):
-            # The first pass read every node: with no placeholder on any, nothing is left.
-            if preempting and not any(r.spare for r in rooms):
-                break
+            if preempting:
+                # The first pass read every node: with no placeholder on any, nothing is left.
+                if not any(r.spare for r in rooms):
+                    break
+                if not unclaimed:
+                    free = [r.free(False) for r in rooms]
+                    unclaimed.append(
+                        (max(f[0] for f in free), max(f[1] for f in free), max(f[2] for f in free))
+                    )
+            elif may_preempt and unclaimed:
+                most_cpu, most_mem, most_pods = unclaimed[0]
+                if cpu > most_cpu or mem > most_mem or most_pods < 1:
+                    continue
             i = 0
             while (room := room_at(i)) is not None:
                 i += 1

@@ -178,6 +178,30 @@ def test_placeholders_on_the_ready_nodes_give_their_room_to_the_pods_that_need_i
     assert not full.fits and len(full.unplaced) == 1
 
 
+def test_a_cluster_full_of_placeholders_is_walked_once_without_preemption(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No node has room but for its placeholder's: once a walk has found none, the pods after
+    it look only where they would preempt, not at every node first."""
+    walked: list[str] = []
+
+    def counted(spec: Any, n: Any) -> bool:
+        walked.append(n["metadata"]["name"])
+        return node_matches_affinity(spec, n)
+
+    monkeypatch.setattr(fit, "node_matches_affinity", counted)
+    nodes = [node(f"n{i}", cpu="2") for i in range(50)]
+    on = {
+        f"n{i}": [pod(f"w{i}", f"n{i}", cpu="1"), pod(f"h{i}", f"n{i}", cpu="1", priority=-1)]
+        for i in range(50)
+    }
+    batch = [pod(f"b{i}", "old", cpu="500m") for i in range(20)]
+    result = check_fit(batch, [node("old"), *nodes], {**on, "old": batch}.get, exclude={"old"})
+    assert (result.fits, result.preempted) == (True, 10)
+    # 50 for the first pod's walk, then each pod from the first node to the one it fills.
+    assert len(walked) < 200
+
+
 def test_pending_pods_alike_are_judged_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """A thousand Pending pods of one shape that fit nowhere: the nodes are walked for the
     first only, and again for a pod of another shape."""
