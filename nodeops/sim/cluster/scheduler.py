@@ -646,6 +646,10 @@ class Scheduler:
         cls = pod_class(
             static_class(pod), requests, pod if rules or self._placed.anti_affinity else None
         )
+        if self._nominated:
+            # Room held for a preemptor is held from pods of no higher priority only: while
+            # any is held, pods alike in all but priority may not fit alike.
+            cls += b"@%d" % priority(pod)
         nominated = self._nominated.get(key)
         failed = self._class_failed.get(cls)
         node: str | None

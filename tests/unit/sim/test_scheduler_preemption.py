@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from nodeops.sim.cluster.preemption import (
@@ -206,3 +207,21 @@ def test_pods_that_skew_a_spread_are_preempted() -> None:
     )
     assert candidate is not None and candidate.node == "n0"
     assert sorted(v.key[1] for v in candidate.victims) == ["web0", "web1"]
+
+
+async def test_a_pod_of_higher_priority_is_not_refused_on_a_lower_ones_answer() -> None:
+    """Room held for a preemptor (priority 100) keeps out a pod of priority 50, not one alike
+    in all else at 1000: the refusal of the first is no answer for the second."""
+    sched = _scheduler([node("n1", cpu="2")])
+    preemptor = pod("preemptor", cpu="1500m")
+    preemptor["spec"]["priority"] = 100
+    sched._nominate(("default", "preemptor"), preemptor, pod_requests(preemptor), "n1")
+    low, high = pod("low", cpu="1"), pod("high", cpu="1")
+    low["spec"]["priority"], high["spec"]["priority"] = 50, 1000
+    for p in (low, high):
+        sched.pods._upsert(p)
+        sched._schedule_one(("default", p["metadata"]["name"]), p)
+    assert ("default", "low") in sched._unschedulable
+    assert ("default", "high") in sched._binding
+    await sched.stop()
+    await asyncio.sleep(0)
