@@ -3,7 +3,7 @@
     python -m bench.rehearse [--nodes 20,200] [--pods-per-node 30] [--rehearse-scale 2]
                              [--real-scale 1] [--real-clock scaled|warp]
                              [--live-clock warp|scaled] [--live-scale 0.1]
-                             [--rehearse-only | --real-only]
+                             [--rehearse-only | --real-only] [--placeholders WAITING]
 
 For each size: a simulated cluster (the demo's workloads, a Deployment pinned to one node by
 hostname, one budget that allows no disruption, a drain deadline that forces past it) stands in
@@ -39,6 +39,10 @@ the same recorder. One JSON document on stdout:
   rehearsal rolls its copy with starts the real roll does not have: at 1.0 half a minute for
   6,000 pods, at 0.1 and even 0.03 a second more for 31,000;
 - `batches_*`, `budget_seconds_*` and `calls_differing`: where the two rolls went apart;
+- `pending_spare_*`: of the Pending pods, those of a negative priority, which the roll may
+  leave waiting (with `--placeholders`: the cluster kept full of 1-CPU placeholder pods of
+  priority -1, as an autoscaler's overprovisioning keeps it, and WAITING more Pending, in the
+  live cluster and the real roll's alike; the roll's pods preempt them);
 - the machine's load average at the start and end, because the machine may be shared.
 
 On a real control plane:
@@ -75,6 +79,7 @@ import yaml
 
 from bench import attached_world
 from bench.cycle import boot_seconds
+from bench.placeholders import fill_with_placeholders
 from nodeops import __version__
 from nodeops.cli import _positive, build_parser
 from nodeops.controllers.cycling.command import plan_requests
@@ -95,6 +100,10 @@ from nodeops.sim.warp import WarpLoop, run_apart
 GROUP = "workers-a"
 BOOT_SECONDS = 60.0
 DRAIN_DEADLINE = "5m"
+
+
+PLACEHOLDER_MILLIS = 1000
+"""A placeholder's CPU in `--placeholders`: a few a node beside the workloads' thirty pods."""
 
 
 def scenario(nodes: int, pods_per_node: float, seed: int) -> Scenario:
@@ -191,6 +200,7 @@ async def rehearsal(
     seed: int,
     live_scale: float,
     live_clock: str = "warp",
+    placeholders: int | None = None,
 ) -> dict[str, Any]:
     """`nodeops cycle --rehearse` in a process of its own, against a live simulated cluster.
 
@@ -205,10 +215,14 @@ async def rehearsal(
     """
     if live_clock == "warp":
         return await run_apart(
-            lambda: _rehearse_live(sc, concurrency, scale, seed, live_scale, warped=True),
+            lambda: _rehearse_live(
+                sc, concurrency, scale, seed, live_scale, warped=True, placeholders=placeholders
+            ),
             work_takes_time=False,
         )
-    return await _rehearse_live(sc, concurrency, scale, seed, live_scale, warped=False)
+    return await _rehearse_live(
+        sc, concurrency, scale, seed, live_scale, warped=False, placeholders=placeholders
+    )
 
 
 async def _rehearse_live(
@@ -219,10 +233,13 @@ async def _rehearse_live(
     live_scale: float,
     *,
     warped: bool,
+    placeholders: int | None = None,
 ) -> dict[str, Any]:
     live = World(WorldOptions(scenario=sc, time_scale=live_scale, seed=seed, controllers=False))
     await live.start(wait_ready=600)
     try:
+        if placeholders is not None:
+            await fill_with_placeholders(live, placeholders, PLACEHOLDER_MILLIS)
         if warped:
             loop = asyncio.get_running_loop()
             assert isinstance(loop, WarpLoop)
@@ -281,7 +298,12 @@ async def rehearse_process(
 
 
 async def real_roll(
-    sc: Scenario, concurrency: int, scale: float, seed: int, clock: str = "scaled"
+    sc: Scenario,
+    concurrency: int,
+    scale: float,
+    seed: int,
+    clock: str = "scaled",
+    placeholders: int | None = None,
 ) -> dict[str, Any]:
     """The roll itself, on the same cluster built again, watched by the rehearsal's recorder.
 
@@ -294,15 +316,17 @@ async def real_roll(
     """
     if clock == "warp":
         report = await run_apart(
-            lambda: _real_roll(sc, concurrency, scale, seed), work_takes_time=False
+            lambda: _real_roll(sc, concurrency, scale, seed, placeholders), work_takes_time=False
         )
     else:
-        report = await _real_roll(sc, concurrency, scale, seed)
+        report = await _real_roll(sc, concurrency, scale, seed, placeholders)
     report["clock"] = clock
     return report
 
 
-async def _real_roll(sc: Scenario, concurrency: int, scale: float, seed: int) -> dict[str, Any]:
+async def _real_roll(
+    sc: Scenario, concurrency: int, scale: float, seed: int, placeholders: int | None = None
+) -> dict[str, Any]:
     world = World(
         WorldOptions(
             scenario=sc,
@@ -318,6 +342,8 @@ async def _real_roll(sc: Scenario, concurrency: int, scale: float, seed: int) ->
     await world.start(wait_ready=600)
     try:
         assert world.client is not None
+        if placeholders is not None:
+            await fill_with_placeholders(world, placeholders, PLACEHOLDER_MILLIS)
         group = await world.client.create(NODEGROUPS, nodegroup(concurrency))
         # As the rehearsal's copy rolls: the collector's sweeps change nothing the roll does,
         # and took an eighth of a 200-node real roll's CPU (570 s against 499 s).
@@ -486,6 +512,8 @@ def compare(
         "budgets_missed": sorted(real_budgets - {b["budget"] for b in predicted["budgets"]}),
         "pending_real": len(real["pending"]),
         "pending_predicted": len(predicted["pending"]),
+        "pending_spare_real": sum(1 for x in real["pending"] if x.get("spare")),
+        "pending_spare_predicted": sum(1 for x in predicted["pending"] if x.get("spare")),
         "pending_missed": sorted(
             real_pending - {x["pod"].rsplit("-", 2)[0] for x in predicted["pending"]}
         ),
@@ -532,7 +560,9 @@ async def one(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
     sc = scenario(nodes, args.pods_per_node, args.seed)
     concurrency = max(2, nodes // 10)
     if args.real_only:
-        real = await real_roll(sc, concurrency, args.real_scale, args.seed, args.real_clock)
+        real = await real_roll(
+            sc, concurrency, args.real_scale, args.seed, args.real_clock, args.placeholders
+        )
         return {
             "nodes": nodes,
             "concurrency": concurrency,
@@ -543,7 +573,13 @@ async def one(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
             **_real_roll_figures(real),
         }
     predicted = await rehearsal(
-        sc, concurrency, args.rehearse_scale, args.seed, args.live_scale, args.live_clock
+        sc,
+        concurrency,
+        args.rehearse_scale,
+        args.seed,
+        args.live_scale,
+        args.live_clock,
+        args.placeholders,
     )
     cost = _cost(predicted, args)
     if args.rehearse_only:
@@ -555,7 +591,9 @@ async def one(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
             "failures_predicted": predicted["failures"],
             **cost,
         }
-    real = await real_roll(sc, concurrency, args.real_scale, args.seed, args.real_clock)
+    real = await real_roll(
+        sc, concurrency, args.real_scale, args.seed, args.real_clock, args.placeholders
+    )
     return {
         "nodes": nodes,
         "pods": predicted["inputs"]["pods"],
@@ -670,6 +708,15 @@ def main(argv: list[str] | None = None) -> int:
         "once lags its clock by as little as can be",
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--placeholders",
+        type=int,
+        default=None,
+        metavar="WAITING",
+        help="keep the cluster full of placeholder pods (priority -1, 1 CPU each), as an "
+        "autoscaler's overprovisioning does, with WAITING more Pending for room: the roll's "
+        "pods then preempt them",
+    )
     attached_world.add_cluster_arguments(
         parser,
         "rehearse and roll on this cluster instead of the simulator: the simulator's "

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
+from bench.placeholders import fill_with_placeholders
 from nodeops.controllers.cycling.keys import CYCLE_TAINT, NODE_FINALIZER
 from nodeops.controllers.cycling.resources import CYCLENODEREQUESTS, NODEGROUPS
 from nodeops.demo.world import World
 from nodeops.kube.metrics import REGISTRY
 from nodeops.kube.resources import DEPLOYMENTS, NODES, PODS
-from tests.integration.placeholders import fill_with_placeholders
 from tests.waiting import until
 
 from .harness import (

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from bench.placeholders import fill_with_placeholders
 from nodeops.cli import build_parser
 from nodeops.controllers.cycling.resources import NODEGROUPS
 from nodeops.demo.scenario import demo_scenario
@@ -26,7 +27,6 @@ from nodeops.rehearse.snapshot import SNAPSHOT_RESOURCES
 from nodeops.sim.clock import Clock
 from nodeops.sim.server.app import SimServer
 from nodeops.sim.server.auth import GROUP_ALL_AUTHENTICATED, UserInfo
-from tests.integration.placeholders import fill_with_placeholders
 
 SIM_AGENTS = {"nodeops-sim"}
 

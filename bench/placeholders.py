@@ -1,18 +1,22 @@
-"""A cluster kept full of placeholder pods, as an autoscaler's overprovisioning keeps one."""
+"""A cluster kept full of placeholder pods, as an autoscaler's overprovisioning keeps one: for
+the rehearsal's benchmark (`--placeholders`) and the tests of rolls of such clusters."""
 
 from __future__ import annotations
+
+import asyncio
 
 from nodeops.demo.world import World
 from nodeops.kube.resources import DEPLOYMENTS, NODES, PODS, PRIORITYCLASSES
 from nodeops.sim.cluster.quantity import cpu_millis
-from tests.waiting import until
 
 PLACEHOLDER_CPU_MILLIS = 500
 
 
-async def fill_with_placeholders(w: World, waiting: int = 4) -> int:
-    """Placeholders of priority -1 (500m each) in every node's spare room, and `waiting` more
-    that find none; returns how many run."""
+async def fill_with_placeholders(
+    w: World, waiting: int = 4, cpu_millis_each: int = PLACEHOLDER_CPU_MILLIS
+) -> int:
+    """Placeholders of priority -1 (`cpu_millis_each` each) in every node's spare room, and
+    `waiting` more that find none; returns how many run."""
     assert w.client is not None
     used: dict[str, int] = {}
     for p in (await w.client.list(PODS))[0]:
@@ -22,7 +26,7 @@ async def fill_with_placeholders(w: World, waiting: int = 4) -> int:
             used[node_name] = used.get(node_name, 0) + cpu_millis(requests.get("cpu", "0"))
     room = sum(
         (cpu_millis(n["status"]["allocatable"]["cpu"]) - used.get(n["metadata"]["name"], 0))
-        // PLACEHOLDER_CPU_MILLIS
+        // cpu_millis_each
         for n in (await w.client.list(NODES))[0]
     )
     pc = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "value": -1}
@@ -30,7 +34,7 @@ async def fill_with_placeholders(w: World, waiting: int = 4) -> int:
     container = {
         "name": "pause",
         "image": "registry.k8s.io/pause:3.10",
-        "resources": {"requests": {"cpu": f"{PLACEHOLDER_CPU_MILLIS}m", "memory": "1Mi"}},
+        "resources": {"requests": {"cpu": f"{cpu_millis_each}m", "memory": "1Mi"}},
     }
     template = {
         "metadata": {"labels": {"app": "headroom"}},
@@ -52,11 +56,10 @@ async def fill_with_placeholders(w: World, waiting: int = 4) -> int:
     }
     await w.client.create(DEPLOYMENTS, headroom, "default")
 
-    async def full() -> bool:
-        assert w.client is not None
-        pods, _ = await w.client.list(PODS, "default", label_selector="app=headroom")
-        bound = [p for p in pods if p["spec"].get("nodeName")]
-        return len(pods) == room + waiting and len(bound) == room
-
-    await until(full, timeout=30, what="the spare room full of placeholders, some waiting")
-    return room
+    async with asyncio.timeout(w.clock.wall_seconds(120)):
+        while True:  # the cluster's own pace; nothing to watch for but its pods
+            pods, _ = await w.client.list(PODS, "default", label_selector="app=headroom")
+            bound = [p for p in pods if p["spec"].get("nodeName")]
+            if len(pods) == room + waiting and len(bound) == room:
+                return room
+            await asyncio.sleep(0.05)
