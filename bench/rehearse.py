@@ -39,6 +39,7 @@ the same recorder. One JSON document on stdout:
   rehearsal rolls its copy with starts the real roll does not have: at 1.0 half a minute for
   6,000 pods, at 0.1 and even 0.03 a second more for 31,000;
 - `batches_*`, `budget_seconds_*` and `calls_differing`: where the two rolls went apart;
+- `preempted_*`: per workload, the pods the scheduler preempted for the roll's;
 - `pending_spare_*`: of the Pending pods, those of a negative priority, which the roll may
   leave waiting (with `--placeholders`: the cluster kept full of 1-CPU placeholder pods of
   priority -1, as an autoscaler's overprovisioning keeps it, and WAITING more Pending, in the
@@ -514,6 +515,8 @@ def compare(
         "pending_predicted": len(predicted["pending"]),
         "pending_spare_real": sum(1 for x in real["pending"] if x.get("spare")),
         "pending_spare_predicted": sum(1 for x in predicted["pending"] if x.get("spare")),
+        "preempted_real": {x["workload"]: x["pods"] for x in real.get("preempted") or ()},
+        "preempted_predicted": {x["workload"]: x["pods"] for x in predicted.get("preempted") or ()},
         "pending_missed": sorted(
             real_pending - {x["pod"].rsplit("-", 2)[0] for x in predicted["pending"]}
         ),

@@ -32,6 +32,7 @@ from nodeops.rehearse.report import (
     Dip,
     Held,
     Pending,
+    Preempted,
     Report,
     RequestOutcome,
     Stopped,
@@ -566,6 +567,7 @@ def outcome(
         if (r := recorder.requests.get(name)) is not None and r.holds
     ]
     api, cloud = calls(stats)
+    preempted = [Preempted(w, n) for w, n in sorted(recorder.preempted().items())]
     return Report(
         predicted_seconds=round(max(ends), 1) if ends and len(ends) == len(names) else None,
         requests=outcomes,
@@ -578,6 +580,7 @@ def outcome(
         cloud_calls=cloud,
         failures=failures,
         inputs={},
+        preempted=preempted,
     )
 
 

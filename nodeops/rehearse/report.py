@@ -17,6 +17,7 @@ __all__ = [
     "Dip",
     "Held",
     "Pending",
+    "Preempted",
     "Report",
     "RequestOutcome",
     "Stopped",
@@ -82,6 +83,15 @@ class RequestOutcome:
 
 
 @dataclass
+class Preempted:
+    """Pods of a workload the scheduler preempted to place the roll's: they wait for room in
+    turn, and a cluster autoscaler may add nodes for them."""
+
+    workload: str
+    pods: int
+
+
+@dataclass
 class Stopped:
     """A rehearsal cut short (interrupted, or at its time limit): what the report covers.
 
@@ -110,6 +120,7 @@ class Report:
     notes: list[str] = field(default_factory=list)
     """What the reader should know about the inputs the prediction stands on."""
     stopped: Stopped | None = None
+    preempted: list[Preempted] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -206,6 +217,15 @@ class Report:
             )
         else:
             w("  every workload stayed fully Ready\n")
+        w("\nPods the scheduler preempted for the roll's\n")
+        if self.preempted:
+            _table(
+                out,
+                ("WORKLOAD", "PODS"),
+                [(p.workload, str(p.pods)) for p in self.preempted],
+            )
+        else:
+            w("  none\n")
         w("\nPods left Pending\n")
         if self.pending:
             _table(

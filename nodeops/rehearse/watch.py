@@ -53,6 +53,15 @@ def _ready(pod: Mapping[str, Any]) -> bool:
     return False
 
 
+def _preempted(pod: Mapping[str, Any]) -> bool:
+    """Whether the scheduler marked the pod a victim of its preemption (kube-scheduler sets
+    `DisruptionTarget` with this reason before it deletes one)."""
+    for cond in (pod.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
+            return cond.get("reason") == "PreemptionByScheduler"
+    return False
+
+
 def _unscheduled(pod: Mapping[str, Any]) -> str:
     for cond in (pod.get("status") or {}).get("conditions") or ():
         if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
@@ -164,6 +173,8 @@ class RollRecorder:
         self._children_failed = 0
         self.requests: dict[str, Request] = {}
         self.pending_before: set[Key] = set()
+        self._preempted: dict[Key, str] = {}
+        """Pods the scheduler preempted during the roll, with their workload."""
         self._pending_per_workload: Counter[str] = Counter()
         self.settling = {"pods_created": 0, "pods_deleted": 0}
         """Pods the copy's own controllers made or deleted between its loading (`loaded`) and
@@ -253,6 +264,10 @@ class RollRecorder:
                 budget.longest = max(budget.longest, now - budget.blocked_since)
                 budget.blocked_since = None
 
+    def preempted(self) -> dict[str, int]:
+        """Pods the scheduler preempted to place others during the roll, per workload."""
+        return dict(Counter(self._preempted.values()))
+
     def budgets(self) -> dict[str, tuple[float, float, int]]:
         """Each budget that held a drain: total and longest blocked seconds, and its stalls."""
         return {
@@ -324,6 +339,8 @@ class RollRecorder:
                 self._ready[pod.workload] = self._ready.get(pod.workload, 0) + 1
         seen = pod if pod is not None else before
         workload = seen.workload if seen is not None else None
+        if self.recording and pod is not None and key not in self._preempted and _preempted(obj):
+            self._preempted[key] = workload or f"Pod/{key[0]}/{key[1]}"
         if self.recording and workload in self.desired:
             self.lowest_ready[workload] = min(self.lowest_ready[workload], self._share(workload))
         self._wait(key, pod)

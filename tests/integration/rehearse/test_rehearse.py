@@ -485,3 +485,7 @@ async def test_placeholders_left_waiting_are_no_failure(tmp_path: Path) -> None:
     assert report["pending"], "the placeholders that were waiting still wait"
     for p in report["pending"]:
         assert p["pod"].startswith("default/headroom-") and p["spare"] is True, p
+    # The roll's pods took the placeholders' room: the report says whose and how many, since
+    # an autoscaler may add nodes for them.
+    assert [p["workload"] for p in report["preempted"]] == ["Deployment/default/headroom"]
+    assert report["preempted"][0]["pods"] >= 1

@@ -7,7 +7,7 @@ import io
 import pytest
 
 from nodeops.rehearse.command import INTERRUPTED, exit_status
-from nodeops.rehearse.report import Blocked, Held, Report, RequestOutcome, Stopped
+from nodeops.rehearse.report import Blocked, Held, Preempted, Report, RequestOutcome, Stopped
 
 
 def report(**changes: object) -> Report:
@@ -51,6 +51,18 @@ def test_no_hold_says_none() -> None:
     text = table(report(budgets=[Blocked("shop/web", 30.0, 30.0, 1)]))
     assert "Batches the capacity check held\n  none\n" in text
     assert report().as_dict()["capacity"] == []
+
+
+def test_pods_the_scheduler_preempted_are_listed_per_workload() -> None:
+    text = table(report(preempted=[Preempted("Deployment/default/headroom", 6)]))
+    section = text.split("Pods the scheduler preempted for the roll's\n", 1)[1]
+    header, row = section.split("\n\n", 1)[0].splitlines()
+    assert (header.split(), row.split()) == (
+        ["WORKLOAD", "PODS"],
+        ["Deployment/default/headroom", "6"],
+    )
+    assert "Pods the scheduler preempted for the roll's\n  none\n" in table(report())
+    assert report().as_dict()["preempted"] == []
 
 
 def test_a_stopped_rehearsal_says_so_first_and_is_no_verdict() -> None:
