@@ -576,6 +576,10 @@ class Scheduler:
             lower = self._lower(info.name, prio)
             if not lower:
                 continue
+            if refused is not None and not any(self._in_the_way(pod, v.pod) for v in lower):
+                # Taking these pods away leaves the rules as they are; judging that would
+                # count the rules afresh for every node (every node, for a spread).
+                continue
             usage = held.get(info.name) or self._usage.get(info.name) or NodeUsage()
             chosen = select_victims(
                 info.name,
@@ -591,6 +595,25 @@ class Scheduler:
         if not candidates:
             return nothing_to_preempt(len(infos), reasons), None
         return "", pick(candidates)
+
+    def _in_the_way(self, pod: Obj, other: Obj) -> bool:
+        """Whether `other` counts for `pod`'s anti-affinity or spread, or its own
+        anti-affinity keeps `pod` out: only then can its going resolve an inter-pod refusal."""
+        rules = pod_rules(pod)
+        meta, other_meta = pod.get("metadata") or {}, other.get("metadata") or {}
+        namespace, labels = meta.get("namespace") or "", meta.get("labels") or {}
+        other_ns, other_labels = other_meta.get("namespace") or "", other_meta.get("labels") or {}
+        if other_ns == namespace and any(c.selector.matches(other_labels) for c in rules.spread):
+            return True
+        if any(
+            t.matches(other_ns, other_labels, self._namespace_labels(other_ns))
+            for t in rules.anti_affinity
+        ):
+            return True
+        own_ns_labels = self._namespace_labels(namespace)
+        return any(
+            t.matches(namespace, labels, own_ns_labels) for t in pod_rules(other).anti_affinity
+        )
 
     def _rules_pass(self, pod: Obj, info: _NodeInfo, gone: Sequence[Victim]) -> bool:
         """Whether `pod`'s inter-pod rules, and those of the pods that stay, let it onto

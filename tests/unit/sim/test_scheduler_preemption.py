@@ -225,3 +225,30 @@ async def test_a_pod_of_higher_priority_is_not_refused_on_a_lower_ones_answer() 
     assert ("default", "high") in sched._binding
     await sched.stop()
     await asyncio.sleep(0)
+
+
+def test_nodes_whose_lower_pods_are_not_in_the_way_are_not_judged_again() -> None:
+    """Every node is refused for the spread's skew and holds a placeholder the spread does
+    not count: taking it away cannot help, so no node has its rules counted afresh (for a
+    spread, a walk over every node, for each node)."""
+    nodes = [node(f"n{i}", labels={HOSTNAME: f"n{i}"}) for i in range(20)]
+    sched = _scheduler([*nodes, node("full", cpu="1", labels={HOSTNAME: "full"})])
+    for i in range(20):
+        _on(sched, f"web{2 * i}", f"n{i}", 0)
+        _on(sched, f"web{2 * i + 1}", f"n{i}", 0)
+        _on(sched, f"hold{i}", f"n{i}", -1)
+    _on(sched, "hog", "full", 1000, cpu="1")
+    preemptor = pod("preemptor")
+    preemptor["metadata"]["labels"] = {"app": "web"}
+    spread = {"maxSkew": 1, "topologyKey": HOSTNAME, "whenUnsatisfiable": "DoNotSchedule"}
+    spread["labelSelector"] = {"matchLabels": {"app": "web"}}
+    preemptor["spec"]["topologySpreadConstraints"] = [spread]
+    judged: list[str] = []
+    rules_pass = sched._rules_pass
+    sched._rules_pass = lambda p, info, gone: judged.append(info.name) or rules_pass(p, info, gone)
+    _, reasons = sched.select_node(preemptor)
+    why, candidate = sched._preemption(
+        ("default", "preemptor"), preemptor, pod_requests(preemptor), reasons
+    )
+    assert candidate is None and judged == []
+    assert why.endswith("21 No preemption victims found for incoming pod.")
