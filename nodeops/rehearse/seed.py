@@ -383,8 +383,11 @@ def copy_snapshot(
                 copied.pods_to_start += 1
                 _running_as_seen(server, made, pod)
     copied.desired.update(ds_pods)
-    for pc in defaults:
-        server.update({**pc, "globalDefault": True})
+    if defaults:
+        # Two defaults can exist after a race between writers; kube's admission then takes
+        # the one of the lowest value, and so does the copy's, which allows only one.
+        lowest = min(defaults, key=lambda pc: int(pc.get("value") or 0))
+        server.update({**lowest, "globalDefault": True})
     return copied
 
 

@@ -339,7 +339,8 @@ class RollRecorder:
                 self._ready[pod.workload] = self._ready.get(pod.workload, 0) + 1
         seen = pod if pod is not None else before
         workload = seen.workload if seen is not None else None
-        if self.recording and pod is not None and key not in self._preempted and _preempted(obj):
+        # A watch may show a victim only as it goes: its last state is in the deletion.
+        if self.recording and key not in self._preempted and _preempted(obj):
             self._preempted[key] = workload or f"Pod/{key[0]}/{key[1]}"
         if self.recording and workload in self.desired:
             self.lowest_ready[workload] = min(self.lowest_ready[workload], self._share(workload))

@@ -103,16 +103,15 @@ class _Room:
         )
 
     def preempted(self) -> int:
-        """How many of its spare pods lose their place to the pods put here, largest first,
-        as few as make room."""
-        held = sorted(self.spare, reverse=True)
-        while held and (
-            sum(c for c, _ in held) > self.cpu
-            or sum(m for _, m in held) > self.mem
-            or len(held) > self.pods
-        ):
-            held.pop(0)
-        return len(self.spare) - len(held)
+        """How many of its spare pods lose their place to the pods put here: as the scheduler
+        picks victims, all are taken away and each given back where room is left for it."""
+        cpu, mem, pods, lost = self.cpu, self.mem, self.pods, 0
+        for c, m in sorted(self.spare, reverse=True):
+            if c <= cpu and m <= mem and pods >= 1:
+                cpu, mem, pods = cpu - c, mem - m, pods - 1
+            else:
+                lost += 1
+        return lost
 
 
 @dataclass
@@ -315,7 +314,9 @@ def neighbours(
     for pod in (*selected, *anti):
         node = str((pod.get("spec") or {}).get("nodeName") or "")
         finished = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-        if node in staying and not finished:
+        # Placeholders count for no rule: the scheduler takes them away for a pod they keep
+        # out, and a pod that needs one near may find it preempted for itself.
+        if node in staying and not finished and pod_priority(pod) >= SPARE_BELOW:
             placed.add((o.namespace(pod), o.name(pod)), node, pod)
     return Neighbours(_StayingNodes(staying, node_of), placed)
 
@@ -504,6 +505,8 @@ def _shape(pod: Obj) -> Any:
     return (
         o.namespace(pod),
         _requests(pod),
+        pod_priority(pod) < SPARE_BELOW,
+        spec.get("preemptionPolicy") == "Never",
         _key(o.labels(pod)),
         _key(spec.get("nodeSelector")),
         _key(affinity),

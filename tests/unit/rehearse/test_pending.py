@@ -64,3 +64,22 @@ def test_a_pod_pending_before_is_counted_first_for_its_workload() -> None:
         ("shop/web-a", False),
         ("shop/web-z", True),
     ]
+
+
+def test_a_victim_seen_only_as_it_goes_is_counted_preempted() -> None:
+    """A watch may skip the update that marked a pod a victim: its deletion carries it."""
+    rec = RollRecorder(None, Clock(monotonic=lambda: 0.0), Workloads(()))
+    rec.observe(PODS, "ADDED", pod("web-a", "n1"))
+    rec.observe(PODS, "ADDED", pod("lone", "n1", owner=None))
+    rec.start({})
+    victim = pod("web-a", "n1")
+    victim["status"]["conditions"] = [
+        {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}
+    ]
+    rec.observe(PODS, "DELETED", victim)
+    evicted = pod("lone", "n1", owner=None)
+    evicted["status"]["conditions"] = [
+        {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}
+    ]
+    rec.observe(PODS, "DELETED", evicted)
+    assert rec.preempted() == {"ReplicaSet/shop/web-rs": 1}

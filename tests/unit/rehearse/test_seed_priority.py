@@ -69,3 +69,32 @@ def test_pods_made_before_a_default_class_keep_priority_zero() -> None:
         }
     )
     assert (made["spec"]["priority"], made["spec"]["priorityClassName"]) == (1000, "standard")
+
+
+def test_of_two_default_classes_the_lowest_stays_the_default() -> None:
+    """A race between writers can leave two classes marked the default; kube's admission takes
+    the one of the lowest value, and the copy, which allows one, keeps that one."""
+    classes = [
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": value,
+            "globalDefault": True,
+        }
+        for name, value in (("high", 2000), ("low", 10))
+    ]
+    clock = Clock()
+    server = SimServer(clock=clock)
+    snapshot = Snapshot(objects={"priorityclasses": classes, "pods": [pod("old", 0, None)]})
+    copy_snapshot(
+        server,
+        SimCloud(clock),
+        snapshot,
+        boot_seconds=60,
+        start_times=StartTimes(),
+        workloads=Workloads(()),
+    )
+    rt = server.registry.lookup("scheduling.k8s.io", "v1", "priorityclasses")
+    marked = {n: server.registry.get(rt, "", n).get("globalDefault") for n in ("high", "low")}
+    assert marked == {"high": False, "low": True}

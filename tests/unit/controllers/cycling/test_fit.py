@@ -202,6 +202,38 @@ def test_a_cluster_full_of_placeholders_is_walked_once_without_preemption(
     assert len(walked) < 200
 
 
+def test_placeholders_neither_keep_out_nor_draw_in_and_policies_are_no_shape() -> None:
+    """A pod that needs a placeholder near finds none: the scheduler would have it preempt
+    that very one. A pod that may not preempt and one that may are not judged alike: the
+    first's "nowhere" is no answer for the second, which takes the placeholder's room."""
+    host = "kubernetes.io/hostname"
+    new = node("new", cpu="3", labels={host: "new"})
+    holder = pod("h0", "new", cpu="2", priority=-1)
+    holder["metadata"]["labels"] = {"app": "ph"}
+    term = {"labelSelector": {"matchLabels": {"app": "ph"}}, "topologyKey": host}
+    near = pod(
+        "near", "old", cpu="2",
+        affinity={"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}},
+    )  # fmt: skip
+    around = neighbours(
+        [near], {"new"}, {"new": new}.get, lambda k, v: [holder], lambda: [holder], []
+    )
+    on = {"old": [near], "new": [holder]}.get
+    drawn = check_fit([near], [node("old"), new], on, exclude={"old"}, neighbours=around)
+    assert not drawn.fits and "pod affinity" in drawn.reasons["default/near"]
+
+    mine = [pod("m0", "old", cpu="2")]
+    never = pod("w0", "", cpu="2", preemptionPolicy="Never")
+    preempting = pod("w1", "", cpu="2")
+    on = {"old": mine, "new": [holder]}.get
+    held = check_fit(mine, [node("old"), new], on, exclude={"old"}, waiting=[never, preempting])
+    assert (held.fits, held.waiting) == (False, 1)
+    # Memory short: the placeholder that frees it goes, not the one with more CPU.
+    room = fit._Room("n", {}, {}, [], cpu=10_000, mem=1 << 30, pods=100)
+    room.spare = [(1000, 0), (100, 2 << 30)]
+    assert room.preempted() == 1
+
+
 def test_pending_pods_alike_are_judged_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """A thousand Pending pods of one shape that fit nowhere: the nodes are walked for the
     first only, and again for a pod of another shape."""
