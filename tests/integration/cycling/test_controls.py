@@ -45,6 +45,31 @@ def nodegroup(name: str, budgets: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+class _InReplacement:
+    """The nodes being replaced, counted by the cluster rather than by any request: those that
+    carry cycling's finalizer (from just before their instance is detached until the Node is
+    deleted) in every write the server stores; `peak` is the most at once."""
+
+    def __init__(self) -> None:
+        self.held: set[str] = set()
+        self.peak = 0
+
+    def __call__(self, kind: str, node: dict[str, Any], prev: dict[str, Any] | None) -> None:
+        del prev
+        name = node["metadata"]["name"]
+        if kind != "DELETED" and NODE_FINALIZER in (node["metadata"].get("finalizers") or ()):
+            self.held.add(name)
+        else:
+            self.held.discard(name)
+        self.peak = max(self.peak, len(self.held))
+
+
+def count_nodes_in_replacement(w: World) -> _InReplacement:
+    counter = _InReplacement()
+    on_write(w, NODES, counter)
+    return counter
+
+
 async def test_a_nodegroup_budget_bounds_every_request() -> None:
     async with world(scenario(4)) as w:
         assert w.client is not None
@@ -69,27 +94,14 @@ async def test_a_request_budget_alone_bounds_its_concurrency() -> None:
     the cluster, not the request: the nodes that carry cycling's finalizer (from just before
     their instance is detached until the Node is deleted) in every write the server stores."""
     async with world(scenario(4)) as w:
-        held: set[str] = set()
-        peak = 0
-
-        def count(kind: str, node: dict[str, Any], prev: dict[str, Any] | None) -> None:
-            nonlocal peak
-            del prev
-            name = node["metadata"]["name"]
-            if kind != "DELETED" and NODE_FINALIZER in (node["metadata"].get("finalizers") or ()):
-                held.add(name)
-            else:
-                held.discard(name)
-            peak = max(peak, len(held))
-
-        on_write(w, NODES, count)
+        replacing = count_nodes_in_replacement(w)
         await w.create_request(
             request("own", GROUP, cycleSettings={"concurrency": 4}, budgets=[{"nodes": "50%"}])
         )
         done = await wait_phase(w, "own", ("Successful", "Failed"))
         assert done["status"]["phase"] == "Successful", done["status"]
         assert done["status"]["progress"]["cycled"] == 4
-        assert peak == 2
+        assert replacing.peak == 2
 
 
 async def test_a_budget_window_stops_replacements_until_it_closes() -> None:
@@ -336,20 +348,7 @@ async def test_a_budget_counts_the_nodes_of_every_request() -> None:
     can each still show the node one has just finished as the other starts its own.)"""
     async with world(scenario(4, groups=2)) as w:
         assert w.client is not None
-        held: set[str] = set()
-        peak = 0
-
-        def count(kind: str, node: dict[str, Any], prev: dict[str, Any] | None) -> None:
-            nonlocal peak
-            del prev
-            name = node["metadata"]["name"]
-            if kind != "DELETED" and NODE_FINALIZER in (node["metadata"].get("finalizers") or ()):
-                held.add(name)
-            else:
-                held.discard(name)
-            peak = max(peak, len(held))
-
-        on_write(w, NODES, count)
+        replacing = count_nodes_in_replacement(w)
         shared = nodegroup("both", [{"nodes": 1}])
         shared["spec"]["nodeGroupsList"] = ["workers-b"]
         await w.client.create(NODEGROUPS, shared)
@@ -359,7 +358,7 @@ async def test_a_budget_counts_the_nodes_of_every_request() -> None:
             done = await wait_phase(w, name, ("Successful", "Failed"))
             assert done["status"]["phase"] == "Successful", done["status"]
             assert done["status"]["progress"]["cycled"] == 2
-        assert peak == 1
+        assert replacing.peak == 1
 
 
 @pytest.mark.parametrize("effect", ["Off", "NoSchedule"])

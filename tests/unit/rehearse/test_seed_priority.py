@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodeops.rehearse.seed import StartTimes, copy_snapshot
+from nodeops.rehearse.seed import Copied, StartTimes, copy_snapshot
 from nodeops.rehearse.snapshot import Snapshot
 from nodeops.rehearse.timings import Workloads
 from nodeops.sim.clock import Clock
@@ -26,6 +26,21 @@ def pod(name: str, priority: int, klass: str | None) -> dict[str, Any]:
     }
 
 
+def copied_into_a_server(snapshot: Snapshot) -> tuple[SimServer, Copied]:
+    """The snapshot as the rehearsal copies it, into a simulated API server of its own."""
+    clock = Clock()
+    server = SimServer(clock=clock)
+    copied = copy_snapshot(
+        server,
+        SimCloud(clock),
+        snapshot,
+        boot_seconds=60,
+        start_times=StartTimes(),
+        workloads=Workloads(()),
+    )
+    return server, copied
+
+
 def test_pods_made_before_a_default_class_keep_priority_zero() -> None:
     """`standard` became the cluster's default after `old` was made: `old` names no class
     and runs at 0, `new` was given `standard` by admission. In the copy both keep theirs,
@@ -43,16 +58,7 @@ def test_pods_made_before_a_default_class_keep_priority_zero() -> None:
             "pods": [pod("old", 0, None), pod("new", 1000, "standard")],
         }
     )
-    clock = Clock()
-    server = SimServer(clock=clock)
-    copied = copy_snapshot(
-        server,
-        SimCloud(clock),
-        snapshot,
-        boot_seconds=60,
-        start_times=StartTimes(),
-        workloads=Workloads(()),
-    )
+    server, copied = copied_into_a_server(snapshot)
     assert copied.pods == 2
     rt = server.registry.lookup("", "v1", "pods")
     got = {
@@ -84,16 +90,8 @@ def test_of_two_default_classes_the_lowest_stays_the_default() -> None:
         }
         for name, value in (("high", 2000), ("low", 10))
     ]
-    clock = Clock()
-    server = SimServer(clock=clock)
-    snapshot = Snapshot(objects={"priorityclasses": classes, "pods": [pod("old", 0, None)]})
-    copy_snapshot(
-        server,
-        SimCloud(clock),
-        snapshot,
-        boot_seconds=60,
-        start_times=StartTimes(),
-        workloads=Workloads(()),
+    server, _ = copied_into_a_server(
+        Snapshot(objects={"priorityclasses": classes, "pods": [pod("old", 0, None)]})
     )
     rt = server.registry.lookup("scheduling.k8s.io", "v1", "priorityclasses")
     marked = {n: server.registry.get(rt, "", n).get("globalDefault") for n in ("high", "low")}

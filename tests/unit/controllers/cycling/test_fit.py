@@ -53,6 +53,19 @@ def pod(
     }
 
 
+@pytest.fixture
+def walked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The nodes the check looks at, one entry a look, in order."""
+    seen: list[str] = []
+
+    def counted(spec: Any, n: Any) -> bool:
+        seen.append(n["metadata"]["name"])
+        return node_matches_affinity(spec, n)
+
+    monkeypatch.setattr(fit, "node_matches_affinity", counted)
+    return seen
+
+
 def test_pods_fit_on_a_new_node() -> None:
     old = [pod(f"p{i}", "old") for i in range(3)]
     result = check_fit(old, [node("old"), node("new")], {"old": old}.get, exclude={"old"})
@@ -179,17 +192,10 @@ def test_placeholders_on_the_ready_nodes_give_their_room_to_the_pods_that_need_i
 
 
 def test_a_cluster_full_of_placeholders_is_walked_once_without_preemption(
-    monkeypatch: pytest.MonkeyPatch,
+    walked: list[str],
 ) -> None:
     """No node has room but for its placeholder's: once a walk has found none, the pods after
     it look only where they would preempt, not at every node first."""
-    walked: list[str] = []
-
-    def counted(spec: Any, n: Any) -> bool:
-        walked.append(n["metadata"]["name"])
-        return node_matches_affinity(spec, n)
-
-    monkeypatch.setattr(fit, "node_matches_affinity", counted)
     nodes = [node(f"n{i}", cpu="2") for i in range(50)]
     on = {
         f"n{i}": [pod(f"w{i}", f"n{i}", cpu="1"), pod(f"h{i}", f"n{i}", cpu="1", priority=-1)]
@@ -234,16 +240,9 @@ def test_placeholders_neither_keep_out_nor_draw_in_and_policies_are_no_shape() -
     assert room.preempted() == 1
 
 
-def test_pending_pods_alike_are_judged_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pending_pods_alike_are_judged_once(walked: list[str]) -> None:
     """A thousand Pending pods of one shape that fit nowhere: the nodes are walked for the
     first only, and again for a pod of another shape."""
-    walked: list[str] = []
-
-    def counted(spec: Any, n: Any) -> bool:
-        walked.append(n["metadata"]["name"])
-        return node_matches_affinity(spec, n)
-
-    monkeypatch.setattr(fit, "node_matches_affinity", counted)
     nodes = [node(f"n{i}", cpu="1") for i in range(50)]
     queue = [pod(f"q{i}", "", cpu="4") for i in range(1000)]
     other = pod("big", "", cpu="3")
