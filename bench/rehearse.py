@@ -82,7 +82,7 @@ from bench import attached_world
 from bench.cycle import boot_seconds
 from bench.placeholders import fill_with_placeholders
 from nodeops import __version__
-from nodeops.cli import _positive, build_parser
+from nodeops.cli import _count, _positive, build_parser
 from nodeops.controllers.cycling.command import plan_requests
 from nodeops.controllers.cycling.resources import NODEGROUPS
 from nodeops.demo.scenario import demo_scenario
@@ -713,7 +713,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--placeholders",
-        type=int,
+        type=_count,
         default=None,
         metavar="WAITING",
         help="keep the cluster full of placeholder pods (priority -1, 1 CPU each), as an "
@@ -742,6 +742,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.real_only and args.rehearse_only:
         parser.error("--real-only and --rehearse-only exclude each other")
+    if args.kubeconfig is not None and args.placeholders is not None:
+        parser.error(
+            "--placeholders fills the simulated clusters; it does not apply with --kubeconfig"
+        )
     attached_world.check_cluster_arguments(parser, args)
     if args.kubeconfig is not None and (
         args.real_only or args.rehearse_only or args.real_clock != "scaled"
